@@ -1,0 +1,16 @@
+"""Transformer big (Vaswani et al. 2017, Table 3): 1024/16/4096, 6+6 layers, dropout 0.3."""
+
+import ml_collections
+
+from configs import base
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = base.get_config()
+    config.model.d_model = 1024
+    config.model.num_heads = 16
+    config.model.d_ff = 4096
+    config.model.dropout_rate = 0.3
+    config.model.attention_dropout_rate = 0.3
+    config.model.activation_dropout_rate = 0.3
+    return config

@@ -1,0 +1,169 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need".
+
+source ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Encoder -> memory
+target ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Decoder(memory) -> logits
+
+Rows may hold several packed sentence pairs: pass ``*_segments`` (1, 2, ... per pair,
+0 for padding) and tokens attend only within their own pair.
+"""
+
+import dataclasses
+import math
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from jaxtrans.nn import (
+    BlockConfig,
+    Decoder,
+    Encoder,
+    LearnedPositions,
+    causal_mask,
+    combine_masks,
+    default_positions,
+    padding_mask,
+    segment_mask,
+    sinusoidal_embedding,
+)
+from jaxtrans.nn.layers import dense, embedding
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig(BlockConfig):
+    """Block hyper-parameters plus the vocabulary and depth of the translation model."""
+
+    # Source vocabulary size (and the target's when embeddings are shared).
+    vocab_size: int = 32000
+    # Target vocabulary size; None means the same as vocab_size.
+    target_vocab_size: int | None = None
+    # Number of encoder layers.
+    num_encoder_layers: int = 6
+    # Number of decoder layers.
+    num_decoder_layers: int = 6
+    # One embedding table for source and target (needs a shared vocabulary).
+    share_embeddings: bool = True
+    # Output projection = target embedding transposed (one parameter, no bias).
+    tie_output: bool = True
+    # Token id of padding; padded keys are never attended to.
+    pad_id: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.share_embeddings and self.output_vocab_size != self.vocab_size:
+            raise ValueError(
+                "share_embeddings needs one vocabulary: "
+                f"vocab_size={self.vocab_size}, target_vocab_size={self.target_vocab_size}"
+            )
+
+    @property
+    def output_vocab_size(self) -> int:
+        return self.target_vocab_size or self.vocab_size
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer; ``__call__`` gives teacher-forced logits."""
+
+    config: TransformerConfig
+
+    def setup(self):
+        cfg = self.config
+        self.source_embedding = embedding(cfg, cfg.vocab_size)
+        if cfg.share_embeddings:
+            self.target_embedding = self.source_embedding
+        else:
+            self.target_embedding = embedding(cfg, cfg.output_vocab_size)
+        if cfg.position == "learned":
+            self.source_positions = LearnedPositions(cfg)
+            self.target_positions = LearnedPositions(cfg)
+        self.encoder = Encoder(cfg, cfg.num_encoder_layers)
+        self.decoder = Decoder(cfg, cfg.num_decoder_layers)
+        if not cfg.tie_output:
+            self.output = dense(cfg, cfg.output_vocab_size, ("embed", "vocab"))
+        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+
+    def _embed(
+        self,
+        table: nn.Embed,
+        learned: nn.Module | None,
+        ids: jnp.ndarray,
+        positions: jnp.ndarray,
+        deterministic: bool,
+    ) -> jnp.ndarray:
+        cfg = self.config
+        x = table(ids) * jnp.asarray(math.sqrt(cfg.d_model), cfg.compute_dtype)
+        if cfg.position == "sinusoidal":
+            x = x + sinusoidal_embedding(positions, cfg.d_model).astype(x.dtype)
+        elif cfg.position == "learned":
+            x = x + learned(positions)
+        return self.embedding_dropout(x, deterministic)
+
+    def encode(
+        self,
+        source: jnp.ndarray,
+        source_segments: jnp.ndarray | None = None,
+        source_positions: jnp.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> jnp.ndarray:
+        """source [batch, src_len] ids -> memory [batch, src_len, d_model]."""
+        cfg = self.config
+        if source_segments is None:
+            mask = padding_mask(source, cfg.pad_id)
+        else:
+            mask = segment_mask(source_segments)
+        if source_positions is None:
+            source_positions = default_positions(*source.shape, source_segments)
+        learned = self.source_positions if cfg.position == "learned" else None
+        x = self._embed(self.source_embedding, learned, source, source_positions, deterministic)
+        return self.encoder(x, mask, source_positions, deterministic)
+
+    def decode(
+        self,
+        memory: jnp.ndarray,
+        source: jnp.ndarray,
+        target: jnp.ndarray,
+        source_segments: jnp.ndarray | None = None,
+        target_segments: jnp.ndarray | None = None,
+        target_positions: jnp.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> jnp.ndarray:
+        """Decoder inputs target [batch, tgt_len] -> float32 logits [batch, tgt_len, vocab].
+
+        ``source`` ids (or ``source_segments``) say which memory positions are real.
+        """
+        cfg = self.config
+        causal = causal_mask(target.shape[1])
+        if target_segments is None:
+            self_mask = combine_masks(causal, padding_mask(target, cfg.pad_id))
+            cross_mask = padding_mask(source, cfg.pad_id)
+        else:
+            self_mask = combine_masks(causal, segment_mask(target_segments))
+            cross_mask = segment_mask(target_segments, source_segments)
+        if target_positions is None:
+            target_positions = default_positions(*target.shape, target_segments)
+        learned = self.target_positions if cfg.position == "learned" else None
+        y = self._embed(self.target_embedding, learned, target, target_positions, deterministic)
+        y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
+        logits = self.target_embedding.attend(y) if cfg.tie_output else self.output(y)
+        return logits.astype(jnp.float32)
+
+    def __call__(
+        self,
+        source: jnp.ndarray,
+        target: jnp.ndarray,
+        source_segments: jnp.ndarray | None = None,
+        target_segments: jnp.ndarray | None = None,
+        source_positions: jnp.ndarray | None = None,
+        target_positions: jnp.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> jnp.ndarray:
+        """Teacher forcing: source [batch, src_len], target inputs [batch, tgt_len] -> logits."""
+        memory = self.encode(source, source_segments, source_positions, deterministic)
+        return self.decode(
+            memory,
+            source,
+            target,
+            source_segments,
+            target_segments,
+            target_positions,
+            deterministic,
+        )

@@ -1,0 +1,34 @@
+"""Building blocks: attention, masks, positions, feed-forward, encoder/decoder blocks."""
+
+from jaxtrans.nn.attention import MultiHeadAttention, attention_weights, fused_attention
+from jaxtrans.nn.blocks import Decoder, DecoderBlock, Encoder, EncoderBlock
+from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.feed_forward import FeedForward
+from jaxtrans.nn.masks import PAD_ID, causal_mask, combine_masks, padding_mask, segment_mask
+from jaxtrans.nn.positions import (
+    LearnedPositions,
+    apply_rope,
+    default_positions,
+    sinusoidal_embedding,
+)
+
+__all__ = [
+    "PAD_ID",
+    "BlockConfig",
+    "Decoder",
+    "DecoderBlock",
+    "Encoder",
+    "EncoderBlock",
+    "FeedForward",
+    "LearnedPositions",
+    "MultiHeadAttention",
+    "apply_rope",
+    "attention_weights",
+    "causal_mask",
+    "combine_masks",
+    "default_positions",
+    "fused_attention",
+    "padding_mask",
+    "segment_mask",
+    "sinusoidal_embedding",
+]

@@ -1,0 +1,94 @@
+"""Shape and behaviour of the shared Transformer blocks.
+
+One frozen dataclass travels through every block instead of long keyword lists.
+Models extend it (``TransformerConfig``, ``BertConfig``) with their own fields.
+"""
+
+import dataclasses
+from typing import Literal
+
+import jax.numpy as jnp
+
+Activation = Literal["relu", "gelu", "gelu_tanh"]
+NormPlacement = Literal["post", "pre"]
+PositionKind = Literal["sinusoidal", "learned", "rope"]
+AttentionImpl = Literal["xla", "fused"]
+
+_CHOICES = {
+    "activation": ("relu", "gelu", "gelu_tanh"),
+    "norm": ("post", "pre"),
+    "position": ("sinusoidal", "learned", "rope"),
+    "attention_impl": ("xla", "fused"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockConfig:
+    """Hyper-parameters shared by attention, feed-forward and the layer stacks."""
+
+    # Width of the residual stream.
+    d_model: int = 512
+    # Number of attention heads; d_model must divide evenly among them.
+    num_heads: int = 8
+    # Hidden width of the position-wise feed-forward network.
+    d_ff: int = 2048
+    # Dropout on embeddings and on every residual branch.
+    dropout_rate: float = 0.1
+    # Dropout on the attention weights.
+    attention_dropout_rate: float = 0.1
+    # Dropout after the feed-forward activation.
+    activation_dropout_rate: float = 0.1
+    # Feed-forward non-linearity: "relu", "gelu" (exact erf) or "gelu_tanh".
+    activation: Activation = "relu"
+    # "post": x = LN(x + f(x)) as in the paper; "pre": x = x + f(LN(x)), final LN per stack.
+    norm: NormPlacement = "post"
+    # How positions enter the model: "sinusoidal", "learned" (absolute) or "rope".
+    position: PositionKind = "sinusoidal"
+    # RoPE frequency base: angle_i = position * base^(-2i / d_head).
+    rope_base: float = 10000.0
+    # Largest position id the learned position table holds.
+    max_len: int = 512
+    # LayerNorm epsilon.
+    layer_norm_epsilon: float = 1e-5
+    # Attention kernel: "xla" (einsum + softmax) or "fused" (jax.nn.dot_product_attention,
+    # cuDNN flash attention on GPU). "fused" has no attention-weight dropout.
+    attention_impl: AttentionImpl = "xla"
+    # Recompute each layer's activations in the backward pass to save memory.
+    remat: bool = False
+    # Compute dtype of matmuls and activations ("float32", "bfloat16").
+    dtype: str = "float32"
+    # Storage dtype of the parameters.
+    param_dtype: str = "float32"
+
+    def __post_init__(self):
+        for field, allowed in _CHOICES.items():
+            value = getattr(self, field)
+            if value not in allowed:
+                raise ValueError(f"{field}={value!r} is not one of {allowed}")
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        if self.position == "rope" and self.head_dim % 2:
+            raise ValueError(f"RoPE needs an even head dimension, got {self.head_dim}")
+        if self.attention_impl == "fused" and self.attention_dropout_rate > 0:
+            raise ValueError(
+                "attention_impl='fused' cannot drop attention weights; "
+                "set attention_dropout_rate=0 or use attention_impl='xla'"
+            )
+        jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)  # fail early on typos
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    @property
+    def compute_dtype(self) -> jnp.dtype:
+        return jnp.dtype(self.dtype)
+
+    @property
+    def storage_dtype(self) -> jnp.dtype:
+        return jnp.dtype(self.param_dtype)
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
