@@ -1,0 +1,9 @@
+"""The one exception type for mistakes in user input (paths, config values, workdirs).
+
+The command-line programs turn a ``UserError`` into a one-line message and exit status 2;
+any other exception is a bug and keeps its traceback.
+"""
+
+
+class UserError(Exception):
+    """Bad user input; the message is one line naming the problem and what to do."""
