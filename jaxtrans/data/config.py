@@ -1,0 +1,72 @@
+"""Every data field of a run, with its default (suited to the built-in demo corpus).
+
+Which source feeds training: ``tfds_name`` set -> TFDS; else ``train`` set -> local files;
+else the built-in demo corpus. Override any field from the command line, e.g.
+``--config.data.train=a.tsv,b.tsv.gz --config.data.dev=dev.tsv``.
+"""
+
+import ml_collections
+
+
+def get_data_config() -> ml_collections.ConfigDict:
+    data = ml_collections.ConfigDict()
+    # Training files, comma-separated (.tsv, .jsonl, optionally .gz); "" = unset.
+    data.train = ""
+    # Development file read in order for validation and BLEU; "" = unset.
+    data.dev = ""
+    # Test file read in order for the final BLEU report; "" = unset.
+    data.test = ""
+    # TFDS translation dataset and config, e.g. "wmt14_translate/de-en"; "" = unset.
+    data.tfds_name = ""
+    # TFDS data directory ("" = TFDS default, ~/tensorflow_datasets).
+    data.tfds_data_dir = ""
+    # TFDS feature of the source language ("" = first language of the config name).
+    data.source_lang = ""
+    # TFDS feature of the target language ("" = second language of the config name).
+    data.target_lang = ""
+    # JSONL field holding the source sentence (translation2019zh: "english").
+    data.jsonl_source_field = "source"
+    # JSONL field holding the target sentence (translation2019zh: "chinese").
+    data.jsonl_target_field = "target"
+    # Swap source and target after reading (any source: TSV, JSONL, TFDS, demo).
+    data.reverse = False
+    # Skip and count malformed lines instead of stopping with an error naming file and line.
+    data.skip_malformed = False
+    # Longest source in tokens, EOS included; longer training pairs are dropped or truncated.
+    data.max_source_length = 32
+    # Longest target in tokens, BOS/EOS included; longer training pairs are dropped or cut.
+    data.max_target_length = 32
+    # Cut over-long training pairs to the maximum lengths instead of dropping them.
+    data.truncate = False
+    # GLOBAL number of rows per training step, split evenly across processes.
+    data.batch_size = 64
+    # Pack several pairs into one row (segment ids + positions) instead of one pair a row.
+    data.pack = True
+    # Open rows the first-fit packer fills at once, in local batches (more: less padding).
+    data.pack_pool_batches = 8
+    # Shuffle training pairs (a fresh permutation each epoch, from the run's seed); False
+    # reads them in file order.
+    data.shuffle = True
+    # Batches prepared ahead of the training step, in a background thread.
+    data.prefetch_batches = 8
+    # SentencePiece vocabulary size (an upper bound; a tiny corpus may yield fewer).
+    data.vocab_size = 1000
+    # SentencePiece model type: unigram | bpe | char | word.
+    data.spm_model_type = "unigram"
+    # Fraction of characters covered by the vocabulary (1.0 suits Chinese, 0.9995 Latin).
+    data.character_coverage = 1.0
+    # SentencePiece text normalisation: identity keeps decode(encode(x)) == x; nmt_nfkc folds.
+    data.spm_normalization = "identity"
+    # One SentencePiece model for both languages (needed for shared embeddings).
+    data.shared_vocab = True
+    # Most sentences (per language model) sampled from the training data for SentencePiece.
+    data.spm_max_sentences = 1_000_000
+    # Number of training pairs of the built-in demo corpus.
+    data.demo_train_size = 20_000
+    # Number of dev pairs of the built-in demo corpus.
+    data.demo_dev_size = 500
+    # Number of test pairs of the built-in demo corpus.
+    data.demo_test_size = 500
+    # Seed of the demo corpus generator (the corpus is a pure function of it).
+    data.demo_seed = 1234
+    return data

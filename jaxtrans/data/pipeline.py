@@ -1,0 +1,285 @@
+"""The training input pipeline (grain): shard, shuffle, tokenise, filter, pack, batch, prefetch.
+
+    pairs[process_index::process_count]        each process reads only its shard
+    -> shuffle(seed), a new permutation each epoch, repeated forever
+    -> tokenise: source = ids + [EOS]; target_in = [BOS] + ids; target_out = ids + [EOS]
+    -> drop (or truncate) pairs over max_source_length / max_target_length, counting them
+    -> pack pairs first-fit into rows (segment ids 1, 2, ...; positions restart per pair)
+       or pad one pair a row
+    -> batch LOCAL rows = batch_size // process_count -> prefetch in a thread
+
+Every batch is a dict of int32 arrays of fixed shape (one jit compilation):
+``source``, ``source_segments``, ``source_positions`` [rows, max_source_length];
+``target_in``, ``target_out``, ``target_segments``, ``target_positions``
+[rows, max_target_length]. Padding is PAD_ID with segment 0 and position 0. Source and
+target of one pair share a segment id; target_out is shifted inside each pair, so packing
+never leaks a token across pairs.
+
+The iterator's state (``get_state`` / ``set_state``) is a small JSON-serialisable dict;
+restoring it yields exactly the batches an uninterrupted run would have yielded next.
+"""
+
+import copy
+from typing import Any
+
+import grain
+import grain.experimental
+import numpy as np
+
+from jaxtrans.data import vocab
+from jaxtrans.data.packing import FirstFitPacker
+from jaxtrans.data.records import TranslationPair
+from jaxtrans.data.sources import training_pairs
+from jaxtrans.data.tokenizer import Tokenizer
+from jaxtrans.errors import UserError
+
+SOURCE_KEYS = ("source", "source_segments", "source_positions")
+TARGET_KEYS = ("target_in", "target_out", "target_segments", "target_positions")
+BATCH_KEYS = SOURCE_KEYS + TARGET_KEYS
+STATE_FORMAT = 1
+
+# Status of a tokenised pair; only OK and TRUNCATED pairs reach the batches.
+OK, TRUNCATED, TOO_LONG, MALFORMED = 0, 1, 2, 3
+
+
+class TokenizePair:
+    """Pair of texts -> {source, target_in, target_out: int32 [len], status: int}."""
+
+    def __init__(
+        self, tokenizer: Tokenizer, max_source_length: int, max_target_length: int, truncate: bool
+    ):
+        self.tokenizer = tokenizer
+        self.max_source_length = max_source_length
+        self.max_target_length = max_target_length
+        self.truncate = truncate
+
+    def __call__(self, pair: TranslationPair | None) -> dict[str, Any]:
+        if pair is None:
+            return {"status": MALFORMED}
+        source = self.tokenizer.encode_source(pair.source)
+        target = self.tokenizer.encode_target(pair.target)
+        # EOS (source) and BOS/EOS (target) take one position each.
+        status = OK
+        if len(source) >= self.max_source_length or len(target) >= self.max_target_length:
+            if not self.truncate:
+                return {"status": TOO_LONG}
+            source = source[: self.max_source_length - 1]
+            target = target[: self.max_target_length - 1]
+            status = TRUNCATED
+        return {
+            "source": np.array([*source, vocab.EOS_ID], np.int32),
+            "target_in": np.array([vocab.BOS_ID, *target], np.int32),
+            "target_out": np.array([*target, vocab.EOS_ID], np.int32),
+            "status": status,
+        }
+
+
+class _BatchIterator(grain.DatasetIterator):
+    """Reads tokenised pairs in order, packs them into rows and yields whole batches.
+
+    State: the next example index, the keys (example indices) of the pairs in open rows and
+    in closed rows not yet batched (re-read by index on restore), and the running counts.
+    """
+
+    def __init__(self, examples: grain.MapDataset, rows: int, packer: FirstFitPacker):
+        super().__init__()
+        self._examples = examples
+        self._rows = rows
+        self._packer = packer
+        self._next_index = 0
+        self._ready: list[list[int]] = []  # closed rows waiting for a batch
+        self._cache: dict[int, dict[str, np.ndarray]] = {}  # examples of open/ready rows
+        self._counts = {"read": 0, "malformed": 0, "too_long": 0, "truncated": 0}
+
+    def _read_one(self) -> None:
+        index = self._next_index
+        self._next_index += 1
+        example = self._examples[index]
+        status = example["status"]
+        self._counts["read"] += 1
+        if status != OK:
+            self._counts[("", "truncated", "too_long", "malformed")[status]] += 1
+        if status in (OK, TRUNCATED):
+            self._cache[index] = example
+            source_length, target_length = len(example["source"]), len(example["target_in"])
+            self._ready += self._packer.add(index, source_length, target_length)
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        while len(self._ready) < self._rows:
+            self._read_one()
+        rows, self._ready = self._ready[: self._rows], self._ready[self._rows :]
+        return self._assemble(rows)
+
+    def _assemble(self, rows: list[list[int]]) -> dict[str, np.ndarray]:
+        """Keys of the pairs of each row -> the batch arrays (segments count from 1)."""
+        max_source, max_target = self._packer.max_source, self._packer.max_target
+        batch = {key: np.zeros((self._rows, max_source), np.int32) for key in SOURCE_KEYS}
+        batch |= {key: np.zeros((self._rows, max_target), np.int32) for key in TARGET_KEYS}
+        for r, keys in enumerate(rows):
+            s = t = 0
+            for segment, key in enumerate(keys, start=1):
+                example = self._cache.pop(key)
+                n, m = len(example["source"]), len(example["target_in"])
+                batch["source"][r, s : s + n] = example["source"]
+                batch["source_segments"][r, s : s + n] = segment
+                batch["source_positions"][r, s : s + n] = np.arange(n)
+                batch["target_in"][r, t : t + m] = example["target_in"]
+                batch["target_out"][r, t : t + m] = example["target_out"]
+                batch["target_segments"][r, t : t + m] = segment
+                batch["target_positions"][r, t : t + m] = np.arange(m)
+                s, t = s + n, t + m
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "next_index": self._next_index,
+            "open_rows": [list(r) for r in self._packer.rows],
+            "ready_rows": [list(r) for r in self._ready],
+            "counts": dict(self._counts),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._next_index = state["next_index"]
+        self._counts = dict(state["counts"])
+        self._ready = [list(r) for r in state["ready_rows"]]
+        keys = [k for row in state["ready_rows"] + state["open_rows"] for k in row]
+        self._cache = {k: self._examples[k] for k in keys}
+        lengths = {k: (len(e["source"]), len(e["target_in"])) for k, e in self._cache.items()}
+        self._packer.restore(state["open_rows"], lengths)
+
+
+class _PackedBatches(grain.IterDataset):
+    """Tokenised examples (random access) -> an iterable of packed batches."""
+
+    def __init__(self, examples: grain.MapDataset, rows: int, packer_args: dict[str, Any]):
+        super().__init__()
+        self._examples = examples
+        self._rows = rows
+        self._packer_args = packer_args
+
+    def __iter__(self) -> _BatchIterator:
+        return _BatchIterator(self._examples, self._rows, FirstFitPacker(**self._packer_args))
+
+
+def padding_fraction(batch: dict[str, np.ndarray]) -> float:
+    """Fraction of source and target positions in the batch that hold padding."""
+    pads = np.count_nonzero(batch["source_segments"] == 0)
+    pads += np.count_nonzero(batch["target_segments"] == 0)
+    return float(pads / (batch["source_segments"].size + batch["target_segments"].size))
+
+
+class TrainIterator:
+    """Infinite iterator over training batches, checkpointable with get_state/set_state.
+
+    ``stats()`` gives counts for logging, as of the last batch returned: ``pairs_read``
+    (by this process, since the start of training), ``pairs_dropped_too_long``,
+    ``pairs_truncated``, ``pairs_malformed`` (skipped malformed lines), ``padding_fraction``
+    (of the last batch) and ``mean_padding_fraction`` (over the batches since this iterator
+    was created or restored).
+    """
+
+    def __init__(self, dataset: grain.IterDataset, identity: dict[str, int]):
+        self._iterator = dataset.__iter__()
+        self._identity = identity
+        self._reset_padding_stats()
+
+    def _reset_padding_stats(self) -> None:
+        self._last_padding = float("nan")
+        self._padding_sum = 0.0
+        self._batches = 0
+
+    def __iter__(self) -> "TrainIterator":
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        batch = next(self._iterator)
+        self._last_padding = padding_fraction(batch)
+        self._padding_sum += self._last_padding
+        self._batches += 1
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; store it next to the model checkpoint."""
+        return {
+            "format": STATE_FORMAT,
+            **self._identity,
+            "pipeline": copy.deepcopy(self._iterator.get_state()),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the iterator that produced ``state`` was."""
+        if state.get("format") != STATE_FORMAT:
+            raise UserError("the saved data-pipeline state has an unknown format")
+        for key, value in self._identity.items():
+            if state.get(key) != value:
+                raise UserError(
+                    f"the saved data-pipeline state was made with {key}={state.get(key)}, "
+                    f"this run has {key}={value}; resume with the same settings"
+                )
+        self._iterator.set_state(copy.deepcopy(state["pipeline"]))
+        self._reset_padding_stats()
+
+    def close(self) -> None:
+        """Stops the prefetch thread."""
+        self._iterator.close()
+
+    def stats(self) -> dict[str, float]:
+        counts = self._iterator.get_state()["counts"]
+        return {
+            "pairs_read": counts["read"],
+            "pairs_dropped_too_long": counts["too_long"],
+            "pairs_truncated": counts["truncated"],
+            "pairs_malformed": counts["malformed"],
+            "padding_fraction": self._last_padding,
+            "mean_padding_fraction": self._padding_sum / max(self._batches, 1),
+        }
+
+
+def local_batch_rows(batch_size: int, process_count: int) -> int:
+    """Rows per process: the global batch split evenly."""
+    if batch_size % process_count:
+        raise UserError(
+            f"--config.data.batch_size={batch_size} is not divisible by the "
+            f"{process_count} processes; choose a multiple of {process_count}"
+        )
+    return batch_size // process_count
+
+
+def train_iterator(
+    data_config, tokenizer: Tokenizer, *, seed: int, process_index: int = 0, process_count: int = 1
+) -> TrainIterator:
+    """Batches of this process's shard of the training data, forever (see module doc).
+
+    Arrays are numpy int32 of LOCAL shape [batch_size // process_count, length]; the
+    training loop assembles the global batch over the mesh (e.g. with
+    ``jax.make_array_from_process_local_data``).
+    """
+    rows = local_batch_rows(data_config.batch_size, process_count)
+    max_source, max_target = data_config.max_source_length, data_config.max_target_length
+    if min(max_source, max_target) < 2:
+        raise UserError("max_source_length and max_target_length must be at least 2")
+    pairs = training_pairs(data_config)
+    if len(pairs) < process_count:
+        raise UserError(
+            f"{len(pairs)} training pairs cannot be sharded over {process_count} processes"
+        )
+    seed = int(seed) % 2**32
+
+    dataset = grain.MapDataset.source(pairs)[process_index::process_count]
+    if data_config.shuffle:
+        dataset = dataset.shuffle(seed)
+    examples = dataset.repeat().map(
+        TokenizePair(tokenizer, max_source, max_target, data_config.truncate)
+    )
+    packer_args = dict(max_source=max_source, max_target=max_target)
+    if data_config.pack:
+        packer_args |= dict(pool_rows=rows * data_config.pack_pool_batches)
+    else:
+        packer_args |= dict(pool_rows=1, max_pairs_per_row=1)
+    batches = _PackedBatches(examples, rows, packer_args)
+    if data_config.prefetch_batches > 0:
+        batches = grain.experimental.ThreadPrefetchIterDataset(
+            batches, prefetch_buffer_size=data_config.prefetch_batches
+        )
+    identity = {"seed": seed, "process_index": process_index, "process_count": process_count}
+    return TrainIterator(batches, identity)

@@ -1,0 +1,77 @@
+"""Which source feeds each split: TFDS, local files or the built-in demo corpus.
+
+Training: ``tfds_name`` set -> TFDS; else ``train`` set -> files; else the demo corpus.
+Dev/test: the file in ``data.dev`` / ``data.test`` when set; else the split of the TFDS
+dataset or of the demo corpus; a file-trained run without a dev/test file has none.
+"""
+
+from jaxtrans.data import demo_corpus, text_files
+from jaxtrans.data.records import PairSource, TranslationPair, swapped
+from jaxtrans.errors import UserError
+
+EVAL_SPLITS = ("dev", "test")
+
+
+def source_kind(data_config) -> str:
+    """ "tfds", "files" or "demo"."""
+    if data_config.tfds_name and data_config.train:
+        raise UserError(
+            "both --config.data.tfds_name and --config.data.train are set; "
+            "train on one source (clear the other with an empty value)"
+        )
+    if data_config.tfds_name:
+        return "tfds"
+    if data_config.train:
+        return "files"
+    return "demo"
+
+
+def _demo(data_config, split: str) -> list[TranslationPair]:
+    sizes = {
+        "train": data_config.demo_train_size,
+        "dev": data_config.demo_dev_size,
+        "test": data_config.demo_test_size,
+    }
+    pairs = demo_corpus.demo_split(
+        split,
+        size=sizes[split],
+        seed=data_config.demo_seed,
+        held_out_sizes=(sizes["dev"], sizes["test"]),
+    )
+    return [swapped(p) for p in pairs] if data_config.reverse else pairs
+
+
+def training_pairs(data_config) -> PairSource:
+    """Random-access training pairs (None marks a skipped malformed line)."""
+    kind = source_kind(data_config)
+    if kind == "tfds":
+        from jaxtrans.data.tfds_source import TfdsPairs  # optional dependency
+
+        return TfdsPairs(data_config, "train")
+    if kind == "files":
+        pairs = text_files.indexed_files(data_config.train, data_config)
+        if len(pairs) == 0:
+            raise UserError(f"--config.data.train={data_config.train}: the files hold no lines")
+        return pairs
+    return _demo(data_config, "train")
+
+
+def load_split(data_config, split: str) -> list[TranslationPair]:
+    """All pairs of "dev" or "test", in file order (malformed lines skipped if configured)."""
+    if split not in EVAL_SPLITS:
+        raise UserError(f"unknown evaluation split {split!r}; use dev or test")
+    path = data_config[split]
+    if path:
+        fmt = text_files.line_format_for(path, data_config)
+        return [p for p in text_files.read_pairs(path, fmt) if p is not None]
+    kind = source_kind(data_config)
+    if kind == "tfds":
+        from jaxtrans.data.tfds_source import TfdsPairs  # optional dependency
+
+        pairs = TfdsPairs(data_config, split)
+        return [pairs[i] for i in range(len(pairs))]
+    if kind == "files":
+        raise UserError(
+            f"no {split} data: training reads files, so give one with --config.data.{split}=PATH"
+        )
+    return _demo(data_config, split)

@@ -1,0 +1,219 @@
+"""SentencePiece tokenizers trained from the training data and kept in the workdir.
+
+``load_or_train_tokenizer`` trains on first use into ``WORKDIR/tokenizer/`` and reuses it on
+restart and in evaluation. One model serves both languages (``shared_vocab``, needed for
+shared embeddings) or each side has its own. Every model reserves the ids of
+``jaxtrans.data.vocab`` (pad 0, eos 1, bos 2, unk 3, [CLS] 4, [SEP] 5, [MASK] 6).
+
+Training reads at most ``spm_max_sentences`` sentences per model, sampled uniformly from the
+training pairs (fixed sample seed), so millions of pairs still train in a minute.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import sentencepiece as spm
+
+from jaxtrans.data import vocab
+from jaxtrans.data.records import PairSource
+from jaxtrans.data.sources import training_pairs
+from jaxtrans.errors import UserError
+
+TOKENIZER_DIR = "tokenizer"
+METADATA_FILE = "tokenizer.json"
+SHARED_MODEL = "shared.model"
+SOURCE_MODEL = "source.model"
+TARGET_MODEL = "target.model"
+_SAMPLE_SEED = 0
+
+
+class Tokenizer:
+    """Source and target SentencePiece models (the same object when the vocabulary is shared)."""
+
+    def __init__(self, source: spm.SentencePieceProcessor, target: spm.SentencePieceProcessor):
+        for model in (source, target):
+            if model.piece_to_id("[MASK]") != vocab.MASK_ID or model.eos_id() != vocab.EOS_ID:
+                raise UserError(
+                    "tokenizer model does not use jaxtrans's reserved ids (pad 0, eos 1, bos 2, "
+                    "unk 3, [CLS] 4, [SEP] 5, [MASK] 6); delete WORKDIR/tokenizer to retrain"
+                )
+        self._source = source
+        self._target = target
+
+    @property
+    def shared(self) -> bool:
+        return self._source is self._target
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self._source.get_piece_size()
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self._target.get_piece_size()
+
+    def encode_source(self, text: str) -> list[int]:
+        """Source text -> piece ids, without EOS."""
+        return self._source.encode(text)
+
+    def encode_target(self, text: str) -> list[int]:
+        """Target text -> piece ids, without BOS/EOS."""
+        return self._target.encode(text)
+
+    def encode_source_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._source.encode(list(texts))
+
+    def encode_target_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._target.encode(list(texts))
+
+    def decode_target(self, ids: Iterable[int]) -> str:
+        """Target ids -> text: stops at the first EOS, drops PAD and BOS."""
+        return self._target.decode(_content_ids(ids))
+
+    def decode_source(self, ids: Iterable[int]) -> str:
+        """Source ids -> text, with the same rules as ``decode_target``."""
+        return self._source.decode(_content_ids(ids))
+
+    def check_vocab_size(self, expected_source: int, expected_target: int | None = None) -> None:
+        """Raises UserError unless the vocabularies have the sizes a checkpoint was built for."""
+        expected_target = expected_source if expected_target is None else expected_target
+        actual = (self.source_vocab_size, self.target_vocab_size)
+        if actual != (expected_source, expected_target):
+            raise UserError(
+                f"the workdir's tokenizer has vocabulary sizes source={actual[0]}, "
+                f"target={actual[1]} but the checkpoint expects source={expected_source}, "
+                f"target={expected_target}; use the workdir the checkpoint was trained in"
+            )
+
+
+def _content_ids(ids: Iterable[int]) -> list[int]:
+    """Ids before the first EOS, without PAD and BOS."""
+    content = []
+    for i in ids:
+        i = int(i)
+        if i == vocab.EOS_ID:
+            break
+        if i not in (vocab.PAD_ID, vocab.BOS_ID):
+            content.append(i)
+    return content
+
+
+def tokenizer_dir(workdir: str) -> str:
+    return os.path.join(workdir, TOKENIZER_DIR)
+
+
+def load_tokenizer(workdir: str) -> Tokenizer:
+    """The tokenizer saved in ``workdir``; UserError if there is none."""
+    directory = tokenizer_dir(workdir)
+    metadata_path = os.path.join(directory, METADATA_FILE)
+    if not os.path.isfile(metadata_path):
+        raise UserError(f"no tokenizer in {directory}; train in this workdir first")
+    with open(metadata_path) as f:
+        metadata = json.load(f)
+
+    def load(name: str) -> spm.SentencePieceProcessor:
+        return spm.SentencePieceProcessor(model_file=os.path.join(directory, name))
+
+    if metadata["shared"]:
+        model = load(SHARED_MODEL)
+        return Tokenizer(model, model)
+    return Tokenizer(load(SOURCE_MODEL), load(TARGET_MODEL))
+
+
+def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
+    """The workdir's tokenizer, trained from the training data on first use.
+
+    Call it on every process; with several processes sharing a workdir, let process 0
+    call it first so that only one trains.
+    """
+    if os.path.isfile(os.path.join(tokenizer_dir(workdir), METADATA_FILE)):
+        return load_tokenizer(workdir)
+    train_tokenizer(data_config, workdir)
+    return load_tokenizer(workdir)
+
+
+def _sample_indices(num_pairs: int, num_samples: int) -> np.ndarray:
+    """Sorted uniform sample without replacement (sorted: files are read front to back)."""
+    if num_pairs <= num_samples:
+        return np.arange(num_pairs)
+    rng = np.random.default_rng(_SAMPLE_SEED)
+    return np.sort(rng.choice(num_pairs, size=num_samples, replace=False))
+
+
+def _sentences(pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...]) -> Iterator[str]:
+    for i in indices:
+        pair = pairs[int(i)]
+        if pair is not None:
+            for side in sides:
+                yield pair[side]
+
+
+def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
+    """Trains one SentencePiece model into ``path``; returns its vocabulary size."""
+    with open(path, "wb") as model_file:
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=sentences,
+                model_writer=model_file,
+                vocab_size=data_config.vocab_size,
+                model_type=data_config.spm_model_type,
+                character_coverage=data_config.character_coverage,
+                normalization_rule_name=data_config.spm_normalization,
+                pad_id=vocab.PAD_ID,
+                eos_id=vocab.EOS_ID,
+                bos_id=vocab.BOS_ID,
+                unk_id=vocab.UNK_ID,
+                pad_piece=vocab.PAD_PIECE,
+                eos_piece=vocab.EOS_PIECE,
+                bos_piece=vocab.BOS_PIECE,
+                unk_piece=vocab.UNK_PIECE,
+                user_defined_symbols=list(vocab.USER_DEFINED_PIECES),
+                # A small corpus may not support vocab_size pieces; take what it has.
+                hard_vocab_limit=False,
+                num_threads=os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise UserError(f"SentencePiece training failed: {str(e).strip()}") from None
+    return spm.SentencePieceProcessor(model_file=path).get_piece_size()
+
+
+def train_tokenizer(data_config, workdir: str) -> None:
+    """Trains the tokenizer(s) into ``WORKDIR/tokenizer/`` (written whole or not at all)."""
+    pairs = training_pairs(data_config)
+    os.makedirs(workdir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".tokenizer-", dir=workdir)
+    try:
+        metadata = {
+            "shared": bool(data_config.shared_vocab),
+            "model_type": data_config.spm_model_type,
+            "requested_vocab_size": data_config.vocab_size,
+            "character_coverage": data_config.character_coverage,
+            "normalization": data_config.spm_normalization,
+        }
+        if data_config.shared_vocab:
+            indices = _sample_indices(len(pairs), max(1, data_config.spm_max_sentences // 2))
+            path = os.path.join(scratch, SHARED_MODEL)
+            size = _train_model(_sentences(pairs, indices, (0, 1)), path, data_config)
+            metadata.update(source_vocab_size=size, target_vocab_size=size)
+        else:
+            indices = _sample_indices(len(pairs), data_config.spm_max_sentences)
+            for side, name in ((0, SOURCE_MODEL), (1, TARGET_MODEL)):
+                path = os.path.join(scratch, name)
+                size = _train_model(_sentences(pairs, indices, (side,)), path, data_config)
+                metadata[f"{('source', 'target')[side]}_vocab_size"] = size
+        metadata["sampled_pairs"] = len(indices)
+        with open(os.path.join(scratch, METADATA_FILE), "w") as f:
+            json.dump(metadata, f, indent=2)
+        try:
+            os.rename(scratch, tokenizer_dir(workdir))
+        except OSError:
+            # Another process finished first; keep its tokenizer.
+            if not os.path.isfile(os.path.join(tokenizer_dir(workdir), METADATA_FILE)):
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
