@@ -1,0 +1,156 @@
+"""The tokenizers BERT data can use, behind one small interface.
+
+- ``SentencePieceBertTokenizer``: a SentencePiece model trained by us on the pretraining
+  text, with jaxtrans's reserved ids (pad 0, eos 1, bos 2, unk 3, [CLS] 4, [SEP] 5,
+  [MASK] 6; see ``jaxtrans.data.vocab``).
+- ``WordPieceTokenizer`` (``jaxtrans.data.wordpiece``): the ``vocab.txt`` of a Hugging
+  Face checkpoint, so fine-tuning released weights uses their vocabulary.
+
+``load_or_train_bert_tokenizer`` picks one from the data config: the checkpoint's
+WordPiece vocabulary when ``hf_checkpoint`` is set, else a SentencePiece model trained on
+first use into ``WORKDIR/bert_tokenizer/`` and reused on restart.
+"""
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+import numpy as np
+import sentencepiece as spm
+
+from jaxtrans.data import vocab
+from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.errors import UserError
+
+TOKENIZER_DIR = "bert_tokenizer"
+MODEL_FILE = "spm.model"
+
+
+class BertTokenizer(Protocol):
+    """What the BERT data pipelines need from a tokenizer."""
+
+    vocab_size: int
+    pad_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    # Ids that are never a masked token's random replacement ([PAD], [CLS], [unused7]...).
+    special_ids: frozenset[int]
+
+    def encode(self, text: str) -> list[int]:
+        """One text -> ids, without [CLS] / [SEP]."""
+        ...
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class SentencePieceBertTokenizer:
+    """A SentencePiece model with the reserved BERT ids of ``jaxtrans.data.vocab``."""
+
+    def __init__(self, model_file: str | os.PathLike):
+        if not os.path.isfile(model_file):
+            raise UserError(f"{model_file} not found; train the BERT tokenizer first")
+        self._model = spm.SentencePieceProcessor(model_file=str(model_file))
+        reserved = [self._model.id_to_piece(i) for i in range(vocab.NUM_RESERVED_IDS)]
+        expected = [vocab.PAD_PIECE, vocab.EOS_PIECE, vocab.BOS_PIECE, vocab.UNK_PIECE]
+        if reserved != [*expected, *vocab.USER_DEFINED_PIECES]:
+            raise UserError(
+                f"{model_file} does not use jaxtrans's reserved ids (pad 0, eos 1, bos 2, "
+                "unk 3, [CLS] 4, [SEP] 5, [MASK] 6); delete it to retrain"
+            )
+        self.vocab_size = self._model.get_piece_size()
+        self.pad_id = vocab.PAD_ID
+        self.cls_id = vocab.CLS_ID
+        self.sep_id = vocab.SEP_ID
+        self.mask_id = vocab.MASK_ID
+        self.special_ids = frozenset(range(vocab.NUM_RESERVED_IDS))
+
+    def encode(self, text: str) -> list[int]:
+        return self._model.encode(text)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self._model.encode(list(texts))
+
+    def decode(self, ids: list[int]) -> str:
+        return self._model.decode([int(i) for i in ids if int(i) not in self.special_ids])
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    model_file: str | os.PathLike,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    character_coverage: float = 0.9995,
+) -> SentencePieceBertTokenizer:
+    """Trains a SentencePiece model with the reserved BERT ids into ``model_file``."""
+    with open(model_file, "wb") as writer:
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=writer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=vocab.PAD_ID,
+                eos_id=vocab.EOS_ID,
+                bos_id=vocab.BOS_ID,
+                unk_id=vocab.UNK_ID,
+                pad_piece=vocab.PAD_PIECE,
+                eos_piece=vocab.EOS_PIECE,
+                bos_piece=vocab.BOS_PIECE,
+                unk_piece=vocab.UNK_PIECE,
+                user_defined_symbols=list(vocab.USER_DEFINED_PIECES),
+                # A small corpus may not support vocab_size pieces; take what it has.
+                hard_vocab_limit=False,
+                num_threads=os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise UserError(f"SentencePiece training failed: {str(e).strip()}") from None
+    return SentencePieceBertTokenizer(model_file)
+
+
+def _sample(documents: Sequence[Sequence[str]], max_sentences: int) -> Iterator[str]:
+    """At most ``max_sentences`` sentences, a fixed uniform sample (document order kept)."""
+    sentences = [s for doc in documents for s in doc]
+    if len(sentences) > max_sentences:
+        keep = np.random.default_rng(0).choice(len(sentences), max_sentences, replace=False)
+        sentences = [sentences[i] for i in np.sort(keep)]
+    return iter(sentences)
+
+
+def load_or_train_bert_tokenizer(
+    data_config, workdir: str, documents: Sequence[Sequence[str]]
+) -> BertTokenizer:
+    """The tokenizer of a BERT run (see module doc).
+
+    ``documents`` (lists of sentences) train the SentencePiece model on first use.
+    With several processes sharing a workdir, let process 0 call this first.
+    """
+    if data_config.hf_checkpoint:
+        return WordPieceTokenizer.from_huggingface(data_config.hf_checkpoint)
+    model_file = os.path.join(workdir, TOKENIZER_DIR, MODEL_FILE)
+    if os.path.isfile(model_file):
+        return SentencePieceBertTokenizer(model_file)
+    os.makedirs(workdir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".bert-tokenizer-", dir=workdir)
+    try:
+        train_sentencepiece(
+            _sample(documents, data_config.spm_max_sentences),
+            os.path.join(scratch, MODEL_FILE),
+            vocab_size=data_config.vocab_size,
+            model_type=data_config.spm_model_type,
+            character_coverage=data_config.character_coverage,
+        )
+        try:
+            os.rename(scratch, os.path.join(workdir, TOKENIZER_DIR))
+        except OSError:
+            if not os.path.isfile(model_file):  # another process finished first: keep its
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return SentencePieceBertTokenizer(model_file)
