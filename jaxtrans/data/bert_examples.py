@@ -320,7 +320,7 @@ class ShuffledEpochs(Sequence):
     the example; one numpy permutation per epoch is nearly free.)
     """
 
-    def __init__(self, rows: np.ndarray, seed: int):
+    def __init__(self, rows: Sequence, seed: int):
         self.rows = rows
         self.seed = seed
         self._cache: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))
@@ -328,7 +328,7 @@ class ShuffledEpochs(Sequence):
     def __len__(self) -> int:
         return 2**62  # practically infinite: training stops by step count
 
-    def __getitem__(self, index: int) -> np.ndarray:
+    def __getitem__(self, index: int):
         epoch, i = divmod(int(index), len(self.rows))
         cached_epoch, order = self._cache  # one read: reader threads share the cache
         if epoch != cached_epoch:
