@@ -95,7 +95,8 @@ class _BatchIterator(grain.DatasetIterator):
         index = self._next_index
         self._next_index += 1
         example = self._examples[index]
-        status = example["status"]
+        # grain does not map None (a skipped malformed line); it passes it through.
+        status = MALFORMED if example is None else example["status"]
         self._counts["read"] += 1
         if status != OK:
             self._counts[("", "truncated", "too_long", "malformed")[status]] += 1

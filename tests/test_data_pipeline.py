@@ -1,0 +1,301 @@
+"""The training input pipeline: packed batches, masks, resume, sharding, shuffling, counts."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from jaxtrans.data import (
+    BATCH_KEYS,
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    get_data_config,
+    load_or_train_tokenizer,
+    train_iterator,
+    training_pairs,
+)
+from jaxtrans.data.packing import FirstFitPacker
+from jaxtrans.errors import UserError
+from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.nn.masks import segment_mask
+
+NUMBERED = 103  # lines of the numbered file: odd, so two shards differ in size
+
+
+def small_demo_config(**overrides):
+    data = get_data_config()
+    data.update(dict(demo_train_size=1500, demo_dev_size=50, demo_test_size=50, vocab_size=300))
+    data.update(batch_size=8, max_source_length=32, max_target_length=32)
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture(scope="module")
+def demo_tokenizer(tmp_path_factory):
+    return load_or_train_tokenizer(small_demo_config(), str(tmp_path_factory.mktemp("run")))
+
+
+@pytest.fixture(scope="module")
+def numbered(tmp_path_factory):
+    """A TSV of NUMBERED distinct pairs "src N<TAB>tgt N", and a tokenizer trained on it."""
+    directory = tmp_path_factory.mktemp("numbered")
+    path = directory / "train.tsv"
+    path.write_text("".join(f"src {i}\ttgt {i}\n" for i in range(NUMBERED)))
+    data = small_demo_config(train=str(path), vocab_size=40, pack=False, batch_size=2)
+    return data, load_or_train_tokenizer(data, str(directory / "run"))
+
+
+def take(iterator, n):
+    return [next(iterator) for _ in range(n)]
+
+
+def segments_of(batch, row):
+    """Per packed pair k of a row: (source ids, target_in ids, target_out ids, positions)."""
+    out = []
+    for k in range(1, batch["source_segments"][row].max() + 1):
+        s = batch["source_segments"][row] == k
+        t = batch["target_segments"][row] == k
+        out.append(
+            (
+                batch["source"][row][s],
+                batch["target_in"][row][t],
+                batch["target_out"][row][t],
+                batch["source_positions"][row][s],
+                batch["target_positions"][row][t],
+            )
+        )
+    return out
+
+
+def pair_numbers(batches, tokenizer):
+    """The N of "src N" in each row of unpacked batches, in order."""
+    return [int(tokenizer.decode_source(row).split()[1]) for b in batches for row in b["source"]]
+
+
+def test_batches_have_contract_keys_and_local_int32_shapes(demo_tokenizer):
+    data = small_demo_config(max_source_length=24, max_target_length=40)
+    iterator = train_iterator(data, demo_tokenizer, seed=0, process_index=1, process_count=2)
+    batch = next(iterator)
+    assert sorted(batch) == sorted(BATCH_KEYS)
+    for key in BATCH_KEYS:
+        length = 24 if key.startswith("source") else 40
+        assert batch[key].shape == (4, length), key
+        assert batch[key].dtype == np.int32
+
+
+def test_packed_rows_hold_whole_pairs_with_eos_bos_and_restarting_positions(demo_tokenizer):
+    data = small_demo_config()
+    tokenised = {
+        (
+            tuple(demo_tokenizer.encode_source(p.source)),
+            tuple(demo_tokenizer.encode_target(p.target)),
+        )
+        for p in training_pairs(data)
+    }
+    packed_rows = 0
+    for batch in take(train_iterator(data, demo_tokenizer, seed=1), 5):
+        for row in range(batch["source"].shape[0]):
+            pairs = segments_of(batch, row)
+            packed_rows += len(pairs) > 1
+            for source, target_in, target_out, source_pos, target_pos in pairs:
+                assert source[-1] == EOS_ID and EOS_ID not in source[:-1]
+                assert target_in[0] == BOS_ID and target_out[-1] == EOS_ID
+                np.testing.assert_array_equal(target_out[:-1], target_in[1:])
+                assert (tuple(source[:-1]), tuple(target_out[:-1])) in tokenised
+                np.testing.assert_array_equal(source_pos, np.arange(len(source)))
+                np.testing.assert_array_equal(target_pos, np.arange(len(target_in)))
+            for side in ("source", "target"):
+                padding = batch[f"{side}_segments"][row] == 0
+                tokens = batch["source" if side == "source" else "target_in"][row]
+                assert (tokens[padding] == PAD_ID).all() and (tokens[~padding] != PAD_ID).all()
+                assert (batch[f"{side}_positions"][row][padding] == 0).all()
+    assert packed_rows > 0
+
+
+def test_model_segment_masks_never_join_two_packed_pairs(demo_tokenizer):
+    batch = next(train_iterator(small_demo_config(), demo_tokenizer, seed=2))
+    source_segments, target_segments = batch["source_segments"], batch["target_segments"]
+    for mask, q, k in (
+        (segment_mask(source_segments), source_segments, source_segments),
+        (segment_mask(target_segments), target_segments, target_segments),
+        (segment_mask(target_segments, source_segments), target_segments, source_segments),
+    ):
+        allowed = np.asarray(mask)[:, 0]
+        same_pair = (q[:, :, None] == k[:, None, :]) & (q[:, :, None] > 0)
+        np.testing.assert_array_equal(allowed, same_pair)
+
+
+def test_transformer_on_a_packed_batch_equals_each_pair_alone(demo_tokenizer):
+    batch = next(train_iterator(small_demo_config(), demo_tokenizer, seed=3))
+    config = TransformerConfig(
+        vocab_size=demo_tokenizer.source_vocab_size,
+        d_model=32,
+        num_heads=2,
+        d_ff=64,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        position="sinusoidal",
+    )
+    model = Transformer(config)
+    variables = model.init(jax.random.key(0), batch["source"][:1], batch["target_in"][:1])
+    apply = jax.jit(model.apply)
+    packed = apply(
+        variables,
+        batch["source"],
+        batch["target_in"],
+        batch["source_segments"],
+        batch["target_segments"],
+        batch["source_positions"],
+        batch["target_positions"],
+    )
+    for row in range(2):
+        for k, (source, target_in, *_) in enumerate(segments_of(batch, row), start=1):
+            # The pair alone in a row of its own, padded (plain padding masks, no segments).
+            alone_source = np.zeros_like(batch["source"][:1])
+            alone_source[0, : len(source)] = source
+            alone_target = np.zeros_like(batch["target_in"][:1])
+            alone_target[0, : len(target_in)] = target_in
+            alone = apply(variables, alone_source, alone_target)[0, : len(target_in)]
+            np.testing.assert_allclose(
+                packed[row][batch["target_segments"][row] == k], alone, atol=1e-5, rtol=1e-5
+            )
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_restored_iterator_yields_the_batches_an_uninterrupted_run_yields(demo_tokenizer, pack):
+    data = small_demo_config(pack=pack)
+    iterator = train_iterator(data, demo_tokenizer, seed=4)
+    take(iterator, 60)  # the next batches cross into the second epoch
+    state = json.loads(json.dumps(iterator.get_state()))
+    stats = iterator.stats()
+    expected = take(iterator, 25)
+
+    restored = train_iterator(data, demo_tokenizer, seed=4)
+    restored.set_state(state)
+    assert restored.stats()["pairs_read"] == stats["pairs_read"]
+    for want, got in zip(expected, take(restored, 25), strict=True):
+        for key in BATCH_KEYS:
+            np.testing.assert_array_equal(want[key], got[key])
+    iterator.close()
+    restored.close()
+
+
+def test_process_shards_are_disjoint_and_cover_the_data(numbered):
+    data, tokenizer = numbered
+    shards = []
+    for process_index in range(2):
+        iterator = train_iterator(
+            data, tokenizer, seed=5, process_index=process_index, process_count=2
+        )
+        shard_size = (NUMBERED + 1 - process_index) // 2
+        shards.append(pair_numbers(take(iterator, shard_size), tokenizer))
+    assert not set(shards[0]) & set(shards[1])
+    assert sorted(shards[0] + shards[1]) == list(range(NUMBERED))
+
+
+def test_each_epoch_is_a_new_permutation_and_unshuffled_reads_file_order(numbered):
+    data, tokenizer = numbered
+    data = data.copy_and_resolve_references()
+    data.batch_size = 1
+    numbers = pair_numbers(take(train_iterator(data, tokenizer, seed=6), 2 * NUMBERED), tokenizer)
+    first, second = numbers[:NUMBERED], numbers[NUMBERED:]
+    assert sorted(first) == sorted(second) == list(range(NUMBERED))
+    assert first != second and first != sorted(first)
+
+    data.shuffle = False
+    in_order = pair_numbers(take(train_iterator(data, tokenizer, seed=6), NUMBERED), tokenizer)
+    assert in_order == list(range(NUMBERED))
+
+
+def test_seed_decides_the_order(demo_tokenizer):
+    def first_batch(seed):
+        return next(train_iterator(small_demo_config(), demo_tokenizer, seed=seed))["source"]
+
+    np.testing.assert_array_equal(first_batch(7), first_batch(7))
+    assert not np.array_equal(first_batch(7), first_batch(8))
+
+
+def write_lengths_file(path):
+    long_source = " ".join(f"w{i}" for i in range(40))
+    lines = [f"short {i}\tkurz {i}" for i in range(7)] + [f"{long_source}\tlang"] * 3
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_too_long_pairs_are_dropped_and_counted(tmp_path):
+    data = small_demo_config(
+        train=write_lengths_file(tmp_path / "t.tsv"), vocab_size=60, pack=False, batch_size=1
+    )
+    tokenizer = load_or_train_tokenizer(data, str(tmp_path / "run"))
+    data.max_source_length = 16
+    iterator = train_iterator(data, tokenizer, seed=0, process_count=1)
+    batches = take(iterator, 7)  # one epoch: the seven short pairs
+    assert iterator.stats()["pairs_dropped_too_long"] == 3
+    assert iterator.stats()["pairs_read"] == 10
+    assert all(tokenizer.decode_source(b["source"][0]).startswith("short") for b in batches)
+
+
+def test_truncate_cuts_long_pairs_to_the_maximum_length(tmp_path):
+    data = small_demo_config(
+        train=write_lengths_file(tmp_path / "t.tsv"), vocab_size=60, pack=False, batch_size=1
+    )
+    tokenizer = load_or_train_tokenizer(data, str(tmp_path / "run"))
+    data.update(max_source_length=16, truncate=True, shuffle=False)
+    iterator = train_iterator(data, tokenizer, seed=0)
+    batches = take(iterator, 10)
+    assert iterator.stats()["pairs_truncated"] == 3
+    for batch in batches[7:]:
+        source = batch["source"][0]
+        assert source[-1] == EOS_ID and (source != PAD_ID).all()
+
+
+def test_skipped_malformed_lines_are_counted(tmp_path):
+    path = tmp_path / "t.tsv"
+    path.write_bytes(b"a b\tA B\nno tab\nc d\tC D\n\xff\tX\ne f\tE F\n")
+    data = small_demo_config(
+        train=str(path), vocab_size=30, pack=False, batch_size=1, skip_malformed=True, shuffle=False
+    )
+    tokenizer = load_or_train_tokenizer(data, str(tmp_path / "run"))
+    iterator = train_iterator(data, tokenizer, seed=0)
+    take(iterator, 3)
+    assert iterator.stats()["pairs_malformed"] == 2
+
+
+def test_reported_padding_fraction_counts_pad_tokens(demo_tokenizer):
+    iterator = train_iterator(small_demo_config(), demo_tokenizer, seed=9)
+    batch = next(iterator)
+    pads = np.sum(batch["source"] == PAD_ID) + np.sum(batch["target_in"] == PAD_ID)
+    total = batch["source"].size + batch["target_in"].size
+    assert iterator.stats()["padding_fraction"] == pytest.approx(pads / total)
+
+
+def test_unpacked_rows_are_one_pair_each(demo_tokenizer):
+    batch = next(train_iterator(small_demo_config(pack=False), demo_tokenizer, seed=10))
+    assert set(np.unique(batch["source_segments"])) == {0, 1}
+    assert set(np.unique(batch["target_segments"])) == {0, 1}
+
+
+def test_first_fit_packer_places_every_pair_once_within_row_capacity():
+    rng = np.random.default_rng(0)
+    lengths = {k: tuple(rng.integers(2, 17, size=2)) for k in range(2000)}
+    packer = FirstFitPacker(max_source=32, max_target=24, pool_rows=16)
+    rows = [row for k, (s, t) in lengths.items() for row in packer.add(k, s, t)]
+    rows += packer.rows
+    assert sorted(k for row in rows for k in row) == list(range(2000))
+    for row in rows:
+        assert sum(lengths[k][0] for k in row) <= 32
+        assert sum(lengths[k][1] for k in row) <= 24
+
+
+def test_batch_size_not_divisible_by_processes_is_a_user_error(demo_tokenizer):
+    with pytest.raises(UserError, match="not divisible"):
+        train_iterator(small_demo_config(batch_size=6), demo_tokenizer, seed=0, process_count=4)
+
+
+def test_restoring_a_state_from_another_process_layout_is_a_user_error(demo_tokenizer):
+    data = small_demo_config()
+    state = train_iterator(data, demo_tokenizer, seed=0, process_count=2).get_state()
+    with pytest.raises(UserError, match="process_count=2"):
+        train_iterator(data, demo_tokenizer, seed=0, process_count=1).set_state(state)
