@@ -42,6 +42,11 @@ LANDMARKS = ("old bridge", "big rock", "waterfall", "tall oak", "broken fence", 
 SEASONS = ("winter", "spring", "summer", "autumn")
 
 
+def _a(word: str) -> str:
+    """The indefinite article and the word: "a fox", "an otter"."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def _story(rng: random.Random) -> list[str]:
     """One document: the events of one animal's story, in order."""
     name, friend = rng.sample(NAMES, 2)
@@ -54,12 +59,12 @@ def _story(rng: random.Random) -> list[str]:
 
     events = [
         [
-            f"{name} is a {size} {animal} with {color} fur.",
+            f"{name} is {_a(size)} {animal} with {color} fur.",
             f"{name} the {animal} is {size} and has {color} fur.",
         ],
         [
-            f"{name} lives in a {shelter} in the {habitat}.",
-            f"The {habitat} is home to {name}, who sleeps in a {shelter}.",
+            f"{name} lives in {_a(shelter)} in the {habitat}.",
+            f"The {habitat} is home to {name}, who sleeps in {_a(shelter)}.",
         ],
         [
             f"Every morning {name} leaves the {shelter} to look for {food}.",
@@ -70,11 +75,11 @@ def _story(rng: random.Random) -> list[str]:
             f"The {animal} eats {food} and sometimes {food2}.",
         ],
         [
-            f"{name} often plays with {friend}, a {friend_animal} from the same {habitat}.",
+            f"{name} often plays with {friend}, {_a(friend_animal)} from the same {habitat}.",
             f"The best friend of {name} is {friend} the {friend_animal}.",
         ],
         [
-            f"One day a {predator} came near the {shelter} of {name}.",
+            f"One day {_a(predator)} came near the {shelter} of {name}.",
             f"One evening {name} saw a hungry {predator} in the {habitat}.",
         ],
         [
