@@ -27,40 +27,41 @@ class FirstFitPacker:
         self.pool_rows = pool_rows
         self.max_pairs_per_row = max_pairs_per_row
         self.rows: list[list[int]] = []  # open rows: keys in packing order
-        self._free = np.zeros((pool_rows, 2), np.int64)  # free source/target per open row
+        self._free_source = np.zeros(pool_rows, np.int64)  # free tokens per open row
+        self._free_target = np.zeros(pool_rows, np.int64)
 
     def add(self, key: int, source_length: int, target_length: int) -> list[list[int]]:
         """Places one pair; returns the rows closed by it (0, 1 or 2), oldest first."""
         closed = []
         n = len(self.rows)
-        fits = np.flatnonzero(
-            (self._free[:n, 0] >= source_length) & (self._free[:n, 1] >= target_length)
-        )
-        if len(fits):
-            row = int(fits[0])
-        else:
+        fits = (self._free_source[:n] >= source_length) & (self._free_target[:n] >= target_length)
+        row = int(fits.argmax()) if n else 0
+        if not n or not fits[row]:
             if n == self.pool_rows:
-                fullest = int(np.argmin(self._free[:n].sum(axis=1)))
+                fullest = int((self._free_source[:n] + self._free_target[:n]).argmin())
                 closed.append(self._close(fullest))
             row = len(self.rows)
             self.rows.append([])
-            self._free[row] = (self.max_source, self.max_target)
+            self._free_source[row] = self.max_source
+            self._free_target[row] = self.max_target
         self.rows[row].append(key)
-        self._free[row] -= (source_length, target_length)
+        self._free_source[row] -= source_length
+        self._free_target[row] -= target_length
         full = self.max_pairs_per_row is not None and len(self.rows[row]) >= self.max_pairs_per_row
-        if full or self._free[row].min() < MIN_PAIR_LENGTH:
+        if full or min(self._free_source[row], self._free_target[row]) < MIN_PAIR_LENGTH:
             closed.append(self._close(row))
         return closed
 
     def _close(self, row: int) -> list[int]:
         keys = self.rows.pop(row)
         n = len(self.rows)
-        self._free[row:n] = self._free[row + 1 : n + 1]
+        for free in (self._free_source, self._free_target):
+            free[row:n] = free[row + 1 : n + 1]
         return keys
 
     def restore(self, rows: list[list[int]], lengths: dict[int, tuple[int, int]]) -> None:
         """Reopens ``rows`` (saved from ``self.rows``) given each key's (source, target) length."""
         self.rows = [list(r) for r in rows]
         for i, row in enumerate(self.rows):
-            used = np.sum([lengths[k] for k in row], axis=0)
-            self._free[i] = (self.max_source - used[0], self.max_target - used[1])
+            self._free_source[i] = self.max_source - sum(lengths[k][0] for k in row)
+            self._free_target[i] = self.max_target - sum(lengths[k][1] for k in row)

@@ -20,7 +20,7 @@ restoring it yields exactly the batches an uninterrupted run would have yielded 
 """
 
 import copy
-from typing import Any
+from typing import Any, NamedTuple
 
 import grain
 import grain.experimental
@@ -28,7 +28,7 @@ import numpy as np
 
 from jaxtrans.data import vocab
 from jaxtrans.data.packing import FirstFitPacker
-from jaxtrans.data.records import TranslationPair
+from jaxtrans.data.records import PairSource, TranslationPair
 from jaxtrans.data.sources import training_pairs
 from jaxtrans.data.tokenizer import Tokenizer
 from jaxtrans.errors import UserError
@@ -38,12 +38,24 @@ TARGET_KEYS = ("target_in", "target_out", "target_segments", "target_positions")
 BATCH_KEYS = SOURCE_KEYS + TARGET_KEYS
 STATE_FORMAT = 1
 
+# Pairs read and tokenised together: amortises per-call overhead; part of no state.
+CHUNK_PAIRS = 256
+
 # Status of a tokenised pair; only OK and TRUNCATED pairs reach the batches.
 OK, TRUNCATED, TOO_LONG, MALFORMED = 0, 1, 2, 3
+_STATUS_COUNTER = {TRUNCATED: "truncated", TOO_LONG: "too_long", MALFORMED: "malformed"}
 
 
-class TokenizePair:
-    """Pair of texts -> {source, target_in, target_out: int32 [len], status: int}."""
+class TokenizedPair(NamedTuple):
+    """status, source ids + [EOS], target ids (BOS/EOS are added when rows are built)."""
+
+    status: int
+    source: list[int]
+    target: list[int]
+
+
+class PairTokenizer:
+    """Tokenises a list of pairs at once and applies the length limits."""
 
     def __init__(
         self, tokenizer: Tokenizer, max_source_length: int, max_target_length: int, truncate: bool
@@ -53,57 +65,96 @@ class TokenizePair:
         self.max_target_length = max_target_length
         self.truncate = truncate
 
-    def __call__(self, pair: TranslationPair | None) -> dict[str, Any]:
-        if pair is None:
-            return {"status": MALFORMED}
-        source = self.tokenizer.encode_source(pair.source)
-        target = self.tokenizer.encode_target(pair.target)
+    def __call__(self, pairs: list[TranslationPair | None]) -> list[TokenizedPair]:
+        present = [p for p in pairs if p is not None]
+        sources = iter(self.tokenizer.encode_source_batch([p.source for p in present]))
+        targets = iter(self.tokenizer.encode_target_batch([p.target for p in present]))
+        return [
+            TokenizedPair(MALFORMED, [], [])
+            if p is None
+            else self._limit(next(sources), next(targets))
+            for p in pairs
+        ]
+
+    def _limit(self, source: list[int], target: list[int]) -> TokenizedPair:
         # EOS (source) and BOS/EOS (target) take one position each.
         status = OK
         if len(source) >= self.max_source_length or len(target) >= self.max_target_length:
             if not self.truncate:
-                return {"status": TOO_LONG}
+                return TokenizedPair(TOO_LONG, [], [])
             source = source[: self.max_source_length - 1]
             target = target[: self.max_target_length - 1]
             status = TRUNCATED
-        return {
-            "source": np.array([*source, vocab.EOS_ID], np.int32),
-            "target_in": np.array([vocab.BOS_ID, *target], np.int32),
-            "target_out": np.array([*target, vocab.EOS_ID], np.int32),
-            "status": status,
-        }
+        return TokenizedPair(status, [*source, vocab.EOS_ID], target)
+
+
+class ShardOrder:
+    """Stream position -> pair index: this process's shard, in a new permutation each epoch.
+
+    Process p of P owns pairs p, p + P, p + 2P, ...; epoch e visits them in the order of a
+    permutation seeded by (seed, e), or in file order when not shuffling.
+    """
+
+    def __init__(
+        self, num_pairs: int, process_index: int, process_count: int, seed: int, shuffle: bool
+    ):
+        self.shard = np.arange(process_index, num_pairs, process_count)
+        self.seed = seed
+        self.shuffle = shuffle
+        self._epoch, self._order = -1, self.shard
+
+    def __getitem__(self, position: int) -> int:
+        epoch, offset = divmod(position, len(self.shard))
+        if self.shuffle and epoch != self._epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            self._epoch, self._order = epoch, rng.permutation(self.shard)
+        return int(self._order[offset])
 
 
 class _BatchIterator(grain.DatasetIterator):
-    """Reads tokenised pairs in order, packs them into rows and yields whole batches.
+    """Reads pairs in order, tokenises them, packs them into rows and yields whole batches.
 
-    State: the next example index, the keys (example indices) of the pairs in open rows and
+    State: the index of the next pair, the keys (pair indices) of the pairs in open rows and
     in closed rows not yet batched (re-read by index on restore), and the running counts.
     """
 
-    def __init__(self, examples: grain.MapDataset, rows: int, packer: FirstFitPacker):
+    def __init__(
+        self,
+        pairs: PairSource,
+        order: ShardOrder,
+        tokenize: PairTokenizer,
+        rows: int,
+        packer: FirstFitPacker,
+    ):
         super().__init__()
-        self._examples = examples
+        self._pairs = pairs
+        self._order = order
+        self._tokenize = tokenize
         self._rows = rows
         self._packer = packer
         self._next_index = 0
+        self._chunk: tuple[int, list[TokenizedPair]] = (-1, [])
         self._ready: list[list[int]] = []  # closed rows waiting for a batch
-        self._cache: dict[int, dict[str, np.ndarray]] = {}  # examples of open/ready rows
+        self._cache: dict[int, TokenizedPair] = {}  # pairs in open and ready rows
         self._counts = {"read": 0, "malformed": 0, "too_long": 0, "truncated": 0}
 
     def _read_one(self) -> None:
         index = self._next_index
         self._next_index += 1
-        example = self._examples[index]
-        # grain does not map None (a skipped malformed line); it passes it through.
-        status = MALFORMED if example is None else example["status"]
+        chunk, offset = divmod(index, CHUNK_PAIRS)
+        if self._chunk[0] != chunk:
+            positions = range(chunk * CHUNK_PAIRS, (chunk + 1) * CHUNK_PAIRS)
+            self._chunk = (chunk, self._tokenize([self._pair_at(p) for p in positions]))
+        pair = self._chunk[1][offset]
         self._counts["read"] += 1
-        if status != OK:
-            self._counts[("", "truncated", "too_long", "malformed")[status]] += 1
-        if status in (OK, TRUNCATED):
-            self._cache[index] = example
-            source_length, target_length = len(example["source"]), len(example["target_in"])
-            self._ready += self._packer.add(index, source_length, target_length)
+        if pair.status != OK:
+            self._counts[_STATUS_COUNTER[pair.status]] += 1
+        if pair.status in (OK, TRUNCATED):
+            self._cache[index] = pair
+            self._ready += self._packer.add(index, len(pair.source), len(pair.target) + 1)
+
+    def _pair_at(self, position: int) -> TranslationPair | None:
+        return self._pairs[self._order[position]]
 
     def __next__(self) -> dict[str, np.ndarray]:
         while len(self._ready) < self._rows:
@@ -117,18 +168,27 @@ class _BatchIterator(grain.DatasetIterator):
         batch = {key: np.zeros((self._rows, max_source), np.int32) for key in SOURCE_KEYS}
         batch |= {key: np.zeros((self._rows, max_target), np.int32) for key in TARGET_KEYS}
         for r, keys in enumerate(rows):
-            s = t = 0
+            source, target_in, target_out = [], [], []
+            source_segments, target_segments = [], []
+            source_positions, target_positions = [], []
             for segment, key in enumerate(keys, start=1):
-                example = self._cache.pop(key)
-                n, m = len(example["source"]), len(example["target_in"])
-                batch["source"][r, s : s + n] = example["source"]
-                batch["source_segments"][r, s : s + n] = segment
-                batch["source_positions"][r, s : s + n] = np.arange(n)
-                batch["target_in"][r, t : t + m] = example["target_in"]
-                batch["target_out"][r, t : t + m] = example["target_out"]
-                batch["target_segments"][r, t : t + m] = segment
-                batch["target_positions"][r, t : t + m] = np.arange(m)
-                s, t = s + n, t + m
+                pair = self._cache.pop(key)
+                source += pair.source
+                target_in += [vocab.BOS_ID, *pair.target]
+                target_out += [*pair.target, vocab.EOS_ID]
+                n, m = len(pair.source), len(pair.target) + 1
+                source_segments += [segment] * n
+                target_segments += [segment] * m
+                source_positions += range(n)
+                target_positions += range(m)
+            n, m = len(source), len(target_in)
+            batch["source"][r, :n] = source
+            batch["source_segments"][r, :n] = source_segments
+            batch["source_positions"][r, :n] = source_positions
+            batch["target_in"][r, :m] = target_in
+            batch["target_out"][r, :m] = target_out
+            batch["target_segments"][r, :m] = target_segments
+            batch["target_positions"][r, :m] = target_positions
         return batch
 
     def get_state(self) -> dict[str, Any]:
@@ -144,22 +204,32 @@ class _BatchIterator(grain.DatasetIterator):
         self._counts = dict(state["counts"])
         self._ready = [list(r) for r in state["ready_rows"]]
         keys = [k for row in state["ready_rows"] + state["open_rows"] for k in row]
-        self._cache = {k: self._examples[k] for k in keys}
-        lengths = {k: (len(e["source"]), len(e["target_in"])) for k, e in self._cache.items()}
+        self._cache = dict(zip(keys, self._tokenize([self._pair_at(k) for k in keys]), strict=True))
+        lengths = {k: (len(p.source), len(p.target) + 1) for k, p in self._cache.items()}
         self._packer.restore(state["open_rows"], lengths)
 
 
 class _PackedBatches(grain.IterDataset):
-    """Tokenised examples (random access) -> an iterable of packed batches."""
+    """Pairs (random access) in shard order, forever -> an iterable of packed batches."""
 
-    def __init__(self, examples: grain.MapDataset, rows: int, packer_args: dict[str, Any]):
+    def __init__(
+        self,
+        pairs: PairSource,
+        order: ShardOrder,
+        tokenize: PairTokenizer,
+        rows: int,
+        packer_args: dict[str, Any],
+    ):
         super().__init__()
-        self._examples = examples
+        self._pairs = pairs
+        self._order = order
+        self._tokenize = tokenize
         self._rows = rows
         self._packer_args = packer_args
 
     def __iter__(self) -> _BatchIterator:
-        return _BatchIterator(self._examples, self._rows, FirstFitPacker(**self._packer_args))
+        packer = FirstFitPacker(**self._packer_args)
+        return _BatchIterator(self._pairs, self._order, self._tokenize, self._rows, packer)
 
 
 def padding_fraction(batch: dict[str, np.ndarray]) -> float:
@@ -266,18 +336,14 @@ def train_iterator(
         )
     seed = int(seed) % 2**32
 
-    dataset = grain.MapDataset.source(pairs)[process_index::process_count]
-    if data_config.shuffle:
-        dataset = dataset.shuffle(seed)
-    examples = dataset.repeat().map(
-        TokenizePair(tokenizer, max_source, max_target, data_config.truncate)
-    )
+    order = ShardOrder(len(pairs), process_index, process_count, seed, data_config.shuffle)
+    tokenize = PairTokenizer(tokenizer, max_source, max_target, data_config.truncate)
     packer_args = dict(max_source=max_source, max_target=max_target)
     if data_config.pack:
         packer_args |= dict(pool_rows=rows * data_config.pack_pool_batches)
     else:
         packer_args |= dict(pool_rows=1, max_pairs_per_row=1)
-    batches = _PackedBatches(examples, rows, packer_args)
+    batches = _PackedBatches(pairs, order, tokenize, rows, packer_args)
     if data_config.prefetch_batches > 0:
         batches = grain.experimental.ThreadPrefetchIterDataset(
             batches, prefetch_buffer_size=data_config.prefetch_batches
