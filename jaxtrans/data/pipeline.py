@@ -1,12 +1,15 @@
-"""The training input pipeline (grain): shard, shuffle, tokenise, filter, pack, batch, prefetch.
+"""The training input pipeline: shard, shuffle, tokenise, filter, pack, batch, prefetch.
 
-    pairs[process_index::process_count]        each process reads only its shard
-    -> shuffle(seed), a new permutation each epoch, repeated forever
-    -> tokenise: source = ids + [EOS]; target_in = [BOS] + ids; target_out = ids + [EOS]
+    pairs p, p + P, p + 2P, ...        process p of P reads only its shard (random access)
+    -> a new permutation of the shard each epoch (seeded), repeated forever
+    -> tokenise 256 pairs at a time: source = ids + [EOS]; target = ids
     -> drop (or truncate) pairs over max_source_length / max_target_length, counting them
-    -> pack pairs first-fit into rows (segment ids 1, 2, ...; positions restart per pair)
-       or pad one pair a row
-    -> batch LOCAL rows = batch_size // process_count -> prefetch in a thread
+    -> pack pairs first-fit into rows (segment ids 1, 2, ...; positions restart per pair),
+       or one pair a row; target_in = [BOS] + ids, target_out = ids + [EOS] per pair
+    -> batches of LOCAL rows = batch_size // process_count -> prefetched in a thread
+
+The iterator is a grain ``DatasetIterator`` (prefetched by grain's
+``ThreadPrefetchIterDataset``), so it has grain's checkpoint protocol.
 
 Every batch is a dict of int32 arrays of fixed shape (one jit compilation):
 ``source``, ``source_segments``, ``source_positions`` [rows, max_source_length];
@@ -348,5 +351,15 @@ def train_iterator(
         batches = grain.experimental.ThreadPrefetchIterDataset(
             batches, prefetch_buffer_size=data_config.prefetch_batches
         )
-    identity = {"seed": seed, "process_index": process_index, "process_count": process_count}
+    # What must match for a saved state to mean the same stream of batches.
+    identity = {
+        "seed": seed,
+        "process_index": process_index,
+        "process_count": process_count,
+        "num_pairs": len(pairs),
+        "rows": rows,
+        "max_source_length": max_source,
+        "max_target_length": max_target,
+        "pack": bool(data_config.pack),
+    }
     return TrainIterator(batches, identity)
