@@ -1,7 +1,6 @@
-"""Train a model: python train.py --config configs/NAME.py --workdir DIR."""
+"""Train: python train.py --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]."""
 
-import sys
+from jaxtrans.training.cli import main
 
 if __name__ == "__main__":
-    sys.stderr.write("error: train.py is not implemented yet\n")
-    sys.exit(2)
+    main()

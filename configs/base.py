@@ -1,6 +1,15 @@
-"""Transformer base (Vaswani et al. 2017, Table 3): 512/8/2048, 6+6 layers, dropout 0.1."""
+"""Transformer base on WMT14 EN->DE (Vaswani et al. 2017): 512/8/2048, 6+6 layers.
+
+Shared 32k SentencePiece vocabulary, Adam(0.9, 0.98, 1e-9) with the Noam schedule
+(warmup 4000), label smoothing 0.1, dropout 0.1, about 25k target tokens per step,
+100k steps; evaluation with beam 4 and length penalty 0.6.
+
+    python train.py --config configs/base.py --workdir runs/wmt_base
+"""
 
 import ml_collections
+
+from jaxtrans.data.config import get_data_config
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -49,8 +58,109 @@ def get_model_config() -> ml_collections.ConfigDict:
     return model
 
 
+def get_optimizer_config() -> ml_collections.ConfigDict:
+    optimizer = ml_collections.ConfigDict()
+    # adam | adamw (decoupled weight decay on matrices, not on biases or LayerNorm).
+    optimizer.name = "adam"
+    # Adam beta1.
+    optimizer.b1 = 0.9
+    # Adam beta2 (0.98 in the paper).
+    optimizer.b2 = 0.98
+    # Adam epsilon (1e-9 in the paper).
+    optimizer.eps = 1e-9
+    # AdamW weight decay (ignored by adam).
+    optimizer.weight_decay = 0.0
+    # noam: factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); linear: warm-up
+    # to learning_rate then linear decay to 0; constant: learning_rate.
+    optimizer.schedule = "noam"
+    # Noam schedule factor (1.0 is the paper's formula).
+    optimizer.noam_factor = 1.0
+    # Peak learning rate of the linear and constant schedules.
+    optimizer.learning_rate = 1e-3
+    # Warm-up steps (4000 in the paper).
+    optimizer.warmup_steps = 4000
+    # Clip gradients to this global norm (0 disables clipping).
+    optimizer.clip_norm = 1.0
+    return optimizer
+
+
+def get_train_config() -> ml_collections.ConfigDict:
+    train = ml_collections.ConfigDict()
+    # Optimizer updates in the whole run.
+    train.num_steps = 100_000
+    # Log train metrics every this many steps.
+    train.log_every = 100
+    # Save a checkpoint every this many steps (and always at the end and on SIGTERM).
+    train.checkpoint_every = 2_000
+    # Evaluate on the dev split every this many steps (0 disables).
+    train.eval_every = 5_000
+    # Checkpoints kept on disk (the newest ones).
+    train.keep_checkpoints = 5
+    # Write checkpoints in the background while training continues.
+    train.async_checkpoints = True
+    # Label smoothing epsilon (0.1 in the paper).
+    train.label_smoothing = 0.1
+    # Split each step's batch into this many micro-batches (same update, less memory).
+    train.grad_accum_steps = 1
+    # Peak FLOP/s of one device for MFU (0 = look the device up in a table).
+    train.peak_flops_per_device = 0.0
+    # Persistent XLA compilation cache directory ("" disables it).
+    train.compilation_cache_dir = "~/.cache/jaxtrans/xla"
+    return train
+
+
+def get_mesh_config() -> ml_collections.ConfigDict:
+    mesh = ml_collections.ConfigDict()
+    # Data-parallel devices (-1 = all devices not used by the other axes).
+    mesh.data = -1
+    # Fully sharded data-parallel devices (parameters split along d_model).
+    mesh.fsdp = 1
+    # Tensor-parallel devices (heads and feed-forward width split).
+    mesh.tensor = 1
+    return mesh
+
+
+def get_eval_config() -> ml_collections.ConfigDict:
+    evaluation = ml_collections.ConfigDict()
+    # Beam size (4 in the paper; 1 = greedy).
+    evaluation.beam_size = 4
+    # Length penalty alpha: scores are divided by ((5 + length) / 6) ** alpha.
+    evaluation.alpha = 0.6
+    # Longest output = source length + this.
+    evaluation.max_extra_length = 50
+    # Sentences per decoding batch.
+    evaluation.batch_size = 64
+    # Decode the dev set and report BLEU at each evaluation during training.
+    evaluation.bleu_during_training = True
+    # Use only the first N dev sentences during training (0 = all).
+    evaluation.dev_sentences = 0
+    return evaluation
+
+
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
+    # Seed of parameter initialisation, dropout and data shuffling.
+    config.seed = 0
     # Model shape and regularisation.
     config.model = get_model_config()
+    # Data sources, tokenizer and batching.
+    config.data = get_data_config()
+    config.data.tfds_name = "wmt14_translate/de-en"
+    config.data.source_lang = "en"
+    config.data.target_lang = "de"
+    config.data.vocab_size = 32_000
+    config.data.character_coverage = 0.9995
+    config.data.spm_max_sentences = 2_000_000
+    config.data.max_source_length = 256
+    config.data.max_target_length = 256
+    # 96 packed rows of 256 target tokens: about 25k target tokens per step.
+    config.data.batch_size = 96
+    # Optimizer and learning-rate schedule.
+    config.optimizer = get_optimizer_config()
+    # Steps, logging, checkpoints.
+    config.train = get_train_config()
+    # Device mesh.
+    config.mesh = get_mesh_config()
+    # Decoding and BLEU.
+    config.eval = get_eval_config()
     return config

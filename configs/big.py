@@ -13,4 +13,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.dropout_rate = 0.3
     config.model.attention_dropout_rate = 0.3
     config.model.activation_dropout_rate = 0.3
+    # The paper's big model warms up over the same 4000 steps, for 300k steps.
+    config.train.num_steps = 300_000
     return config

@@ -5,7 +5,8 @@ Models extend it (``TransformerConfig``, ``BertConfig``) with their own fields.
 """
 
 import dataclasses
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import jax.numpy as jnp
 
@@ -92,3 +93,12 @@ class BlockConfig:
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """Build from a plain mapping (e.g. a run config's ``model`` section)."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown model fields {unknown}; known fields: {sorted(names)}")
+        return cls(**values)

@@ -1,0 +1,148 @@
+"""Orbax checkpoints of a workdir: ``DIR/checkpoints/<step>/``.
+
+Each checkpoint holds three items, so that evaluation can restore the parameters alone:
+``params``; ``training`` (the optimizer state and the base dropout key data); and ``meta``
+(JSON: step, the data iterator state, and the model shape it was trained with).
+Orbax writes into a temporary directory and renames it when complete, so a crash
+mid-write never leaves a checkpoint that looks complete.
+"""
+
+import os
+import re
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from jaxtrans.errors import UserError
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+def checkpoint_dir(workdir: str) -> str:
+    return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
+
+
+class Checkpointer:
+    """Save and restore training checkpoints of one workdir (async, keeps the last K)."""
+
+    def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            enable_async_checkpointing=async_save,
+            create=not read_only,
+            read_only=read_only,
+        )
+        self.manager = ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+
+    def all_steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, params, opt_state, rng, meta: dict[str, Any]) -> bool:
+        """Start writing checkpoint ``step`` (returns at once when async)."""
+        return self.manager.save(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardSave(params),
+                training=ocp.args.StandardSave({"opt_state": opt_state, "rng": rng}),
+                meta=ocp.args.JsonSave(meta),
+            ),
+            force=True,
+        )
+
+    def restore_meta(self, step: int) -> dict[str, Any]:
+        return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
+            "meta"
+        ]
+
+    def restore(self, step: int, abstract_params, abstract_opt_state, abstract_rng):
+        """Restore the training items of ``step`` onto the shardings of the abstract trees."""
+        restored = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardRestore(abstract_params),
+                training=ocp.args.StandardRestore(
+                    {"opt_state": abstract_opt_state, "rng": abstract_rng}
+                ),
+                meta=ocp.args.JsonRestore(),
+            ),
+        )
+        training = restored["training"]
+        return restored["params"], training["opt_state"], training["rng"], restored["meta"]
+
+    def restore_params(self, step: int, abstract_params):
+        restored = self.manager.restore(
+            step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
+        )
+        return restored["params"]
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+def parse_checkpoint_spec(spec: str) -> tuple[str, int]:
+    """'latest' -> ('latest', 0); '1200' -> ('step', 1200); 'avg:5' -> ('avg', 5)."""
+    spec = spec.strip()
+    if spec == "latest":
+        return "latest", 0
+    if re.fullmatch(r"\d+", spec):
+        return "step", int(spec)
+    match = re.fullmatch(r"avg:(\d+)", spec)
+    if match and int(match.group(1)) >= 1:
+        return "avg", int(match.group(1))
+    raise UserError(f"--checkpoint {spec!r} is not understood; use latest, a step number, or avg:K")
+
+
+def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple[Any, int, str]:
+    """Parameters of a workdir's checkpoint: ``latest``, a step, or ``avg:K`` (the mean of the
+    last K checkpoints, as the paper averages the last 5).
+
+    Returns (params, step, description); the step is the newest one used.
+    """
+    kind, value = parse_checkpoint_spec(spec)
+    if not os.path.isdir(checkpoint_dir(workdir)):
+        raise UserError(f"{workdir}: no checkpoints found; train first or check --workdir")
+    checkpointer = Checkpointer(workdir, read_only=True)
+    steps = checkpointer.all_steps()
+    if not steps:
+        raise UserError(f"{workdir}: no complete checkpoint found; train first or check --workdir")
+    if kind == "latest":
+        chosen = [steps[-1]]
+    elif kind == "step":
+        if value not in steps:
+            raise UserError(
+                f"{workdir}: no checkpoint at step {value}; available steps: "
+                f"{', '.join(map(str, steps))}"
+            )
+        chosen = [value]
+    else:
+        if value > len(steps):
+            raise UserError(
+                f"--checkpoint avg:{value} needs {value} checkpoints but {workdir} has "
+                f"{len(steps)}; use a smaller K"
+            )
+        chosen = steps[-value:]
+    try:
+        total = None
+        for step in chosen:
+            params = checkpointer.restore_params(step, abstract_params)
+            params = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
+            total = params if total is None else jax.tree.map(np.add, total, params)
+    except (ValueError, KeyError, FileNotFoundError) as error:
+        raise UserError(
+            f"{workdir}: checkpoint {chosen[-1]} cannot be restored for this model "
+            f"({str(error).splitlines()[0][:200]}); check --workdir"
+        ) from error
+    finally:
+        checkpointer.close()
+    dtypes = jax.tree.map(lambda a: a.dtype, abstract_params)
+    averaged = jax.tree.map(lambda x, dt: (x / len(chosen)).astype(dt), total, dtypes)
+    description = f"step {chosen[0]}" if len(chosen) == 1 else f"average of steps {chosen}"
+    return averaged, chosen[-1], description

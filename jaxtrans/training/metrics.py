@@ -1,0 +1,88 @@
+"""Where metrics go: the console, ``DIR/metrics.jsonl`` and TensorBoard event files.
+
+Only the main process (index 0) writes; the others keep quiet.
+"""
+
+import json
+import math
+import os
+import sys
+import time
+from typing import Any
+
+from tensorboardX import SummaryWriter
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly numbers: floats, ints, None for NaN/None."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return value
+    if math.isnan(value) or math.isinf(value):
+        return None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+class MetricsWriter:
+    """Appends one JSON object per record to metrics.jsonl and mirrors it to TensorBoard."""
+
+    def __init__(self, workdir: str, enabled: bool = True):
+        self.enabled = enabled
+        if not enabled:
+            return
+        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.jsonl = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the run
+        self.tensorboard = SummaryWriter(os.path.join(workdir, "tensorboard"))
+
+    def write(self, step: int, record: dict[str, Any], prefix: str = "train") -> None:
+        if not self.enabled:
+            return
+        record = {"step": int(step), **{k: _plain(v) for k, v in record.items()}}
+        self.jsonl.write(json.dumps(record) + "\n")
+        self.jsonl.flush()
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)):
+                self.tensorboard.add_scalar(f"{prefix}/{key}", value, step)
+        self.tensorboard.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.jsonl.close()
+            self.tensorboard.close()
+
+
+class Progress:
+    """One console line per logged step: step, loss, lr, tokens/s and the time left."""
+
+    def __init__(self, first_step: int, last_step: int, enabled: bool = True):
+        self.first_step, self.last_step = first_step, last_step
+        self.start = time.time()
+        self.enabled = enabled
+
+    def eta_seconds(self, step: int) -> float:
+        done = step - self.first_step
+        if done <= 0:
+            return float("nan")
+        return (time.time() - self.start) / done * (self.last_step - step)
+
+    def line(self, step: int, metrics: dict[str, Any]) -> str:
+        eta = self.eta_seconds(step)
+        eta_text = "?" if math.isnan(eta) else time.strftime("%H:%M:%S", time.gmtime(eta))
+        return (
+            f"step {step:>7}/{self.last_step}  loss {metrics['loss']:.4f}  "
+            f"nll {metrics['nll']:.4f}  acc {metrics['accuracy']:.3f}  "
+            f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  eta {eta_text}"
+        )
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        if self.enabled:
+            print(self.line(step, metrics), file=sys.stdout, flush=True)
+
+
+def say(message: str, enabled: bool = True) -> None:
+    """A console message from the main process."""
+    if enabled:
+        print(message, file=sys.stdout, flush=True)

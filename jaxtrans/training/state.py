@@ -1,0 +1,57 @@
+"""The training state: everything a step reads and writes, as one pytree."""
+
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from jaxtrans.training import sharding
+
+
+@flax.struct.dataclass
+class TrainState:
+    """step (int32 scalar: updates applied so far), params, optimizer state, and the
+    base dropout key (raw uint32 key data so that checkpoints hold a plain array)."""
+
+    step: jnp.ndarray
+    params: Any
+    opt_state: Any
+    rng: jnp.ndarray
+
+    def dropout_key(self) -> jax.Array:
+        """A fresh key per step, derived from the base key: resuming repeats it exactly."""
+        return jax.random.fold_in(jax.random.wrap_key_data(self.rng), self.step)
+
+
+def init_train_state(
+    model, optimizer, mesh, rng: jax.Array, max_source: int, max_target: int
+) -> tuple[TrainState, Any, TrainState]:
+    """Initialise the state directly in its sharded layout.
+
+    Returns (state, shardings, abstract): the state on the mesh, the NamedSharding of every
+    leaf (a TrainState of shardings, from the parameters' logical axis names) and the
+    state's shapes and dtypes.
+    """
+
+    def init(rng: jax.Array) -> TrainState:
+        init_rng, dropout_rng = jax.random.split(rng)
+        params = model.init(
+            init_rng,
+            jnp.ones((1, max_source), jnp.int32),
+            jnp.ones((1, max_target), jnp.int32),
+        )["params"]
+        return TrainState(
+            step=jnp.zeros((), jnp.int32),
+            params=params,
+            opt_state=optimizer.init(params),
+            rng=jax.random.key_data(dropout_rng),
+        )
+
+    boxed = jax.eval_shape(init, rng)
+    shardings = sharding.logical_shardings(boxed, mesh)
+    abstract = nn.unbox(boxed)
+    sharding.check_divisible(abstract, shardings)
+    state = jax.jit(lambda r: nn.unbox(init(r)), out_shardings=shardings)(rng)
+    return state, shardings, abstract

@@ -1,0 +1,45 @@
+"""The files of a run directory besides checkpoints.
+
+DIR/config.json       the resolved run config (written once; a resumed run must match)
+DIR/tokenizer/        SentencePiece models (jaxtrans.data)
+DIR/checkpoints/      orbax checkpoints (jaxtrans.checkpoints)
+DIR/metrics.jsonl     one JSON object per logged step and per evaluation
+DIR/tensorboard/      TensorBoard event files
+DIR/eval/             evaluation reports
+"""
+
+import json
+import os
+
+import ml_collections
+
+from jaxtrans.errors import UserError
+
+CONFIG_FILE = "config.json"
+
+
+def config_path(workdir: str) -> str:
+    return os.path.join(workdir, CONFIG_FILE)
+
+
+def load_run_config(workdir: str) -> ml_collections.ConfigDict:
+    """The config a workdir was trained with."""
+    path = config_path(workdir)
+    if not os.path.exists(path):
+        raise UserError(f"{workdir}: no {CONFIG_FILE}; is this a jaxtrans workdir? check --workdir")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return ml_collections.ConfigDict(json.load(f))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(
+            f"{path} is not valid JSON ({error}); restore it or use a new workdir"
+        ) from error
+
+
+def save_run_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Write config.json atomically (temporary file, then rename)."""
+    path = config_path(workdir)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(config.to_json_best_effort(indent=2, sort_keys=True))
+    os.replace(tmp, path)
