@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from safetensors.numpy import load_file, save_file
 
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
@@ -164,6 +165,26 @@ def test_legacy_pytorch_bin_with_gamma_beta_names_loads_the_same(tmp_path):
     old = from_huggingface(legacy).params
     assert jax.tree_util.tree_structure(new) == jax.tree_util.tree_structure(old)
     for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(old), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sharded_safetensors_load_the_same(pretraining_checkpoint, tmp_path):
+    _, directory = pretraining_checkpoint
+    state = load_file(directory / "model.safetensors")
+    names = sorted(state)
+    shards = {
+        "model-00001-of-00002.safetensors": names[::2],
+        "model-00002-of-00002.safetensors": names[1::2],
+    }
+    for shard, keys in shards.items():
+        save_file({k: state[k] for k in keys}, tmp_path / shard)
+    weight_map = {k: shard for shard, keys in shards.items() for k in keys}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (tmp_path / "config.json").write_text((directory / "config.json").read_text())
+    whole, sharded = from_huggingface(directory).params, from_huggingface(tmp_path).params
+    for a, b in zip(
+        jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(sharded), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
 
 
