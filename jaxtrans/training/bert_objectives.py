@@ -44,7 +44,9 @@ def next_sentence_sums(logits: jnp.ndarray, labels: jnp.ndarray) -> dict[str, jn
     return {"nsp_loss": loss, "nsp_correct": correct, "nsp_examples": count}
 
 
-def pretraining_sums(mlm_logits: jnp.ndarray, nsp_logits: jnp.ndarray, batch: Batch):
+def pretraining_sums(
+    mlm_logits: jnp.ndarray, nsp_logits: jnp.ndarray, batch: Batch
+) -> dict[str, jnp.ndarray]:
     """Both objectives' sums for one pretraining batch (see jaxtrans.data.bert_examples)."""
     return {
         **masked_lm_sums(mlm_logits, batch["masked_ids"], batch["masked_weights"]),
