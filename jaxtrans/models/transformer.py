@@ -5,6 +5,10 @@ target ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Decoder(memory) 
 
 Rows may hold several packed sentence pairs: pass ``*_segments`` (1, 2, ... per pair,
 0 for padding) and tokens attend only within their own pair.
+
+``config.replace(decode=True)`` makes the decoding variant: ``decode`` then takes one
+step's tokens at a time and keeps keys/values in the "cache" and "memory_cache"
+collections (jaxtrans.inference drives it).
 """
 
 import dataclasses
@@ -46,6 +50,8 @@ class TransformerConfig(BlockConfig):
     tie_output: bool = True
     # Token id of padding; padded keys are never attended to.
     pad_id: int = 0
+    # Incremental decoding (inference only): the decoder caches keys/values between calls.
+    decode: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -76,7 +82,7 @@ class Transformer(nn.Module):
             self.source_positions = LearnedPositions(cfg)
             self.target_positions = LearnedPositions(cfg)
         self.encoder = Encoder(cfg, cfg.num_encoder_layers)
-        self.decoder = Decoder(cfg, cfg.num_decoder_layers)
+        self.decoder = Decoder(cfg, cfg.num_decoder_layers, decode=cfg.decode)
         if not cfg.tie_output:
             self.output = dense(cfg, cfg.output_vocab_size, ("embed", "vocab"))
         self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
@@ -118,7 +124,7 @@ class Transformer(nn.Module):
 
     def decode(
         self,
-        memory: jnp.ndarray,
+        memory: jnp.ndarray | None,
         source: jnp.ndarray,
         target: jnp.ndarray,
         source_segments: jnp.ndarray | None = None,
@@ -129,14 +135,24 @@ class Transformer(nn.Module):
         """Decoder inputs target [batch, tgt_len] -> float32 logits [batch, tgt_len, vocab].
 
         ``source`` ids (or ``source_segments``) say which memory positions are real.
+
+        With ``config.decode``: ``target`` holds the tokens of the next step(s) only,
+        ``target_positions`` their position ids, and ``memory=None`` reuses the
+        cross-attention keys/values cached by the call that was given the memory.
         """
         cfg = self.config
-        causal = causal_mask(target.shape[1])
-        if target_segments is None:
-            self_mask = combine_masks(causal, padding_mask(target, cfg.pad_id))
+        if cfg.decode:
+            if target_segments is not None or target_positions is None:
+                raise ValueError("decode mode needs target_positions and takes no segments")
+            self_mask = None  # the self-attention cache decides which slots are visible
+            cross_mask = padding_mask(source, cfg.pad_id)
+        elif target_segments is None:
+            self_mask = combine_masks(
+                causal_mask(target.shape[1]), padding_mask(target, cfg.pad_id)
+            )
             cross_mask = padding_mask(source, cfg.pad_id)
         else:
-            self_mask = combine_masks(causal, segment_mask(target_segments))
+            self_mask = combine_masks(causal_mask(target.shape[1]), segment_mask(target_segments))
             cross_mask = segment_mask(target_segments, source_segments)
         if target_positions is None:
             target_positions = default_positions(*target.shape, target_segments)

@@ -2,16 +2,29 @@
 
 Shapes: queries [batch, q_len, heads, head_dim], keys/values [batch, kv_len, heads,
 head_dim], boolean masks broadcastable to [batch, heads, q_len, kv_len] (True = attend).
+
+For incremental decoding the module keeps keys and values between calls in two Flax
+variable collections: ``"cache"`` (decoder self-attention, one slot per target position,
+appended to at every step) and ``"memory_cache"`` (cross-attention keys/values of the
+encoder output, projected once per sentence).
 """
 
 import functools
+from typing import Literal
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.masks import combine_masks
 from jaxtrans.nn.positions import apply_rope
+
+# Variable collections of the decoding caches (see the module docstring).
+CACHE = "cache"
+MEMORY_CACHE = "memory_cache"
+
+CacheKind = Literal["causal", "memory"]
 
 
 def attention_weights(q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None) -> jnp.ndarray:
@@ -55,12 +68,18 @@ class MultiHeadAttention(nn.Module):
 
     config: BlockConfig
     rope: bool = False
+    # Incremental decoding; None: off. "causal": each call writes its keys/values into
+    # the next free slots of a [batch, max_len, heads, head_dim] cache and its queries
+    # attend to every slot filled so far (the cache is sized by the input of model.init).
+    # "memory": keys/values of a fixed memory are projected and stored when inputs_kv
+    # is given, and read back from the cache when inputs_kv is None.
+    cache: CacheKind | None = None
 
     @nn.compact
     def __call__(
         self,
         inputs_q: jnp.ndarray,
-        inputs_kv: jnp.ndarray,
+        inputs_kv: jnp.ndarray | None,
         mask: jnp.ndarray | None = None,
         q_positions: jnp.ndarray | None = None,
         kv_positions: jnp.ndarray | None = None,
@@ -68,7 +87,8 @@ class MultiHeadAttention(nn.Module):
     ) -> jnp.ndarray:
         """inputs_q [batch, q_len, d_model], inputs_kv [batch, kv_len, d_model].
 
-        Returns [batch, q_len, d_model].
+        Returns [batch, q_len, d_model]. ``inputs_kv=None`` (with ``cache="memory"``)
+        reuses the keys/values stored by an earlier call.
         """
         cfg = self.config
         projection = functools.partial(
@@ -82,15 +102,27 @@ class MultiHeadAttention(nn.Module):
             ),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("heads", "kv")),
         )
+        if self.rope and (q_positions is None or (inputs_kv is not None and kv_positions is None)):
+            raise ValueError("RoPE attention needs q_positions and kv_positions")
         q = projection(name="query")(inputs_q)
-        k = projection(name="key")(inputs_kv)
-        v = projection(name="value")(inputs_kv)
-
         if self.rope:
-            if q_positions is None or kv_positions is None:
-                raise ValueError("RoPE attention needs q_positions and kv_positions")
             q = apply_rope(q, q_positions, cfg.rope_base)
-            k = apply_rope(k, kv_positions, cfg.rope_base)
+
+        if inputs_kv is None:
+            if self.cache != "memory":
+                raise ValueError("inputs_kv=None reuses cached keys/values: needs cache='memory'")
+            k = self.get_variable(MEMORY_CACHE, "cached_key")
+            v = self.get_variable(MEMORY_CACHE, "cached_value")
+        else:
+            k = projection(name="key")(inputs_kv)
+            v = projection(name="value")(inputs_kv)
+            if self.rope:
+                k = apply_rope(k, kv_positions, cfg.rope_base)  # cached keys stay rotated
+            if self.cache == "memory":
+                self.put_variable(MEMORY_CACHE, "cached_key", k)
+                self.put_variable(MEMORY_CACHE, "cached_value", v)
+        if self.cache == "causal":
+            k, v, mask = self._append_to_cache(k, v, mask)
 
         if cfg.attention_impl == "fused":
             x = fused_attention(q, k, v, mask)
@@ -112,3 +144,26 @@ class MultiHeadAttention(nn.Module):
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
             name="out",
         )(x)
+
+    def _append_to_cache(
+        self, k: jnp.ndarray, v: jnp.ndarray, mask: jnp.ndarray | None
+    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray | None]:
+        """Write k, v [batch, q_len, heads, head_dim] at the cache index and advance it.
+
+        Returns the whole cache [batch, max_len, heads, head_dim] and the mask extended
+        so that the query at absolute position index + t sees slots 0 .. index + t.
+        """
+        initialized = self.has_variable(CACHE, "cached_key")
+        cached_key = self.variable(CACHE, "cached_key", jnp.zeros, k.shape, k.dtype)
+        cached_value = self.variable(CACHE, "cached_value", jnp.zeros, v.shape, v.dtype)
+        index = self.variable(CACHE, "cache_index", lambda: jnp.array(0, jnp.int32))
+        if not initialized:
+            # model.init: the call only sizes the cache; attend as without one.
+            return k, v, mask
+        start = index.value
+        cached_key.value = jax.lax.dynamic_update_slice(cached_key.value, k, (0, start, 0, 0))
+        cached_value.value = jax.lax.dynamic_update_slice(cached_value.value, v, (0, start, 0, 0))
+        index.value = start + k.shape[1]
+        slots = jnp.arange(cached_key.value.shape[1])
+        visible = slots[None, :] <= start + jnp.arange(k.shape[1])[:, None]  # [q_len, max_len]
+        return cached_key.value, cached_value.value, combine_masks(mask, visible[None, None])

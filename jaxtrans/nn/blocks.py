@@ -70,20 +70,32 @@ class DecoderBlock(nn.Module):
     """Masked self-attention, cross-attention over the encoder output, feed-forward."""
 
     config: BlockConfig
+    # Incremental decoding: self-attention keys/values accumulate in the "cache"
+    # collection, cross-attention keys/values of the memory sit in "memory_cache".
+    decode: bool = False
 
     @nn.compact
     def __call__(
         self,
         y: jnp.ndarray,
-        memory: jnp.ndarray,
+        memory: jnp.ndarray | None,
         self_mask: jnp.ndarray | None,
         cross_mask: jnp.ndarray | None,
         positions: jnp.ndarray | None,
         deterministic: bool,
     ) -> jnp.ndarray:
-        """y [batch, tgt_len, d_model], memory [batch, src_len, d_model] -> y."""
+        """y [batch, tgt_len, d_model], memory [batch, src_len, d_model] -> y.
+
+        When decoding, ``memory=None`` reuses the cross-attention keys/values cached by
+        an earlier call that was given the memory.
+        """
         cfg = self.config
-        self_attention = MultiHeadAttention(cfg, rope=cfg.position == "rope", name="self_attention")
+        self_attention = MultiHeadAttention(
+            cfg,
+            rope=cfg.position == "rope",
+            cache="causal" if self.decode else None,
+            name="self_attention",
+        )
         y = residual(
             cfg,
             y,
@@ -93,7 +105,9 @@ class DecoderBlock(nn.Module):
         )
         # Rotary angles relate positions within one sequence; source and target
         # positions are not comparable, so cross-attention is not rotated.
-        cross_attention = MultiHeadAttention(cfg, name="cross_attention")
+        cross_attention = MultiHeadAttention(
+            cfg, cache="memory" if self.decode else None, name="cross_attention"
+        )
         y = residual(
             cfg,
             y,
@@ -111,9 +125,12 @@ class DecoderBlock(nn.Module):
         )
 
 
-def _maybe_remat(block: type[nn.Module], config: BlockConfig, deterministic_argnum: int):
-    # `self` is argument 0 for nn.remat; `deterministic` must be static.
-    if config.remat:
+def _maybe_remat(
+    block: type[nn.Module], config: BlockConfig, deterministic_argnum: int, decode: bool = False
+):
+    # `self` is argument 0 for nn.remat; `deterministic` must be static. Decoding takes
+    # no gradients, so there is nothing to recompute.
+    if config.remat and not decode:
         return nn.remat(block, static_argnums=(deterministic_argnum,))
     return block
 
@@ -147,12 +164,14 @@ class Decoder(nn.Module):
 
     config: BlockConfig
     num_layers: int
+    # Incremental decoding with key/value caches (see DecoderBlock).
+    decode: bool = False
 
     @nn.compact
     def __call__(
         self,
         y: jnp.ndarray,
-        memory: jnp.ndarray,
+        memory: jnp.ndarray | None,
         self_mask: jnp.ndarray | None,
         cross_mask: jnp.ndarray | None,
         positions: jnp.ndarray | None = None,
@@ -160,9 +179,9 @@ class Decoder(nn.Module):
     ) -> jnp.ndarray:
         """y [batch, tgt_len, d_model] (embedded) -> [batch, tgt_len, d_model]."""
         cfg = self.config
-        block = _maybe_remat(DecoderBlock, cfg, 6)
+        block = _maybe_remat(DecoderBlock, cfg, 6, self.decode)
         for i in range(self.num_layers):
-            y = block(cfg, name=f"layer_{i}")(
+            y = block(cfg, decode=self.decode, name=f"layer_{i}")(
                 y, memory, self_mask, cross_mask, positions, deterministic
             )
         if cfg.norm == "pre":

@@ -1,0 +1,1 @@
+"""Inference: cached decoding, greedy and beam search, translation, BLEU and reports."""

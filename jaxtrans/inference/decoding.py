@@ -1,0 +1,182 @@
+"""Cached decoding with the Transformer: encode once, then one decoder step per token.
+
+    source [batch, src_len] -> encode -> memory -> cross-attention keys/values ("memory_cache")
+    BOS -> step -> logits -> greedy or beam search -> next token -> step -> ...
+
+Each step runs the decoder on one token per row; its self-attention keys/values pile up
+in the "cache" collection, so a step costs the same whatever the prefix length.
+"""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.inference.search import StepFn, beam_search, greedy_search, tile_beams
+from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.nn.attention import CACHE, MEMORY_CACHE
+
+
+def _decoding_model(config: TransformerConfig) -> Transformer:
+    return Transformer(config.replace(decode=True))
+
+
+def init_cache(config: TransformerConfig, rows: int, max_len: int) -> dict:
+    """Zeroed self-attention caches, [rows, max_len, heads, head_dim] per decoder layer."""
+    model = _decoding_model(config)
+    target = jnp.zeros((rows, max_len), jnp.int32)
+    positions = jnp.broadcast_to(jnp.arange(max_len, dtype=jnp.int32), (rows, max_len))
+    # Only the shapes are wanted: model.init sizes every cache from the target length.
+    shapes = jax.eval_shape(
+        lambda: model.init(
+            jax.random.key(0), jnp.zeros((rows, 1), jnp.int32), target, target_positions=positions
+        )
+    )[CACHE]
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def cross_attention_cache(
+    config: TransformerConfig, params, memory: jnp.ndarray, source: jnp.ndarray
+) -> dict:
+    """Cross-attention keys/values of memory [batch, src_len, d_model], every layer.
+
+    One decoder call given the memory stores them; its self-attention output (one
+    throw-away step without a cache) is discarded.
+    """
+    batch = memory.shape[0]
+    tokens = jnp.zeros((batch, 1), jnp.int32)
+    _, variables = _decoding_model(config).apply(
+        {"params": params},
+        memory,
+        source,
+        tokens,
+        target_positions=jnp.zeros((batch, 1), jnp.int32),
+        method=Transformer.decode,
+        mutable=[CACHE, MEMORY_CACHE],
+    )
+    return variables[MEMORY_CACHE]
+
+
+def make_step_fn(
+    config: TransformerConfig, params, memory_cache: dict, source: jnp.ndarray
+) -> StepFn:
+    """The search's step: tokens [rows] at one position -> logits [rows, vocab].
+
+    source [rows, src_len] marks the real memory positions (cross-attention mask).
+    """
+    model = _decoding_model(config)
+
+    def step(cache, tokens: jnp.ndarray, position: jnp.ndarray):
+        positions = jnp.full((tokens.shape[0], 1), position, jnp.int32)
+        logits, variables = model.apply(
+            {"params": params, CACHE: cache, MEMORY_CACHE: memory_cache},
+            None,
+            source,
+            tokens[:, None],
+            target_positions=positions,
+            method=Transformer.decode,
+            mutable=[CACHE],
+        )
+        return logits[:, 0], variables[CACHE]
+
+    return step
+
+
+def _encode_and_cache_memory(config: TransformerConfig, params, source: jnp.ndarray) -> dict:
+    memory = Transformer(config).apply({"params": params}, source, method=Transformer.encode)
+    return cross_attention_cache(config, params, memory, source)
+
+
+_STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def greedy_decode(
+    params,
+    source: jnp.ndarray,
+    max_lengths: jnp.ndarray,
+    *,
+    config: TransformerConfig,
+    max_len: int,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> jnp.ndarray:
+    """Greedy translation of source [batch, src_len] (PAD after the end).
+
+    max_lengths [batch]: output tokens allowed per row, EOS included (0: a dummy row);
+    max_len: static output length. Returns tokens [batch, max_len] int32, PAD after EOS.
+    """
+    params = nn.unbox(params)
+    step = make_step_fn(config, params, _encode_and_cache_memory(config, params, source), source)
+    cache = init_cache(config, source.shape[0], max_len)
+    return greedy_search(
+        step, cache, max_lengths, max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id
+    )
+
+
+@functools.partial(jax.jit, static_argnames=(*_STATIC, "beam_size"))
+def beam_decode(
+    params,
+    source: jnp.ndarray,
+    max_lengths: jnp.ndarray,
+    alpha: float | jnp.ndarray = 0.6,
+    *,
+    config: TransformerConfig,
+    max_len: int,
+    beam_size: int = 4,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Beam search translation; arguments as greedy_decode, alpha the length penalty.
+
+    Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first.
+    """
+    params = nn.unbox(params)
+    keys_values = _encode_and_cache_memory(config, params, source)
+    # Beams share their sentence's memory: tile its keys/values once, never gather them.
+    step = make_step_fn(
+        config,
+        params,
+        tile_beams(keys_values, beam_size),
+        jnp.repeat(source, beam_size, axis=0),
+    )
+    cache = init_cache(config, source.shape[0] * beam_size, max_len)
+    return beam_search(
+        step,
+        cache,
+        max_lengths,
+        max_len,
+        beam_size,
+        alpha,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+    )
+
+
+def generate(
+    params,
+    source: jnp.ndarray,
+    max_lengths: jnp.ndarray,
+    alpha: float = 0.6,
+    *,
+    config: TransformerConfig,
+    max_len: int,
+    beam_size: int = 4,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> jnp.ndarray:
+    """Best translation per row: greedy for beam_size 1, else the top beam.
+
+    Arguments as beam_decode; returns tokens [batch, max_len] int32, PAD after EOS.
+    """
+    ids = dict(config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    if beam_size == 1:
+        return greedy_decode(params, source, max_lengths, **ids)
+    tokens, _ = beam_decode(params, source, max_lengths, alpha, beam_size=beam_size, **ids)
+    return tokens[:, 0]

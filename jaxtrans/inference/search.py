@@ -1,0 +1,201 @@
+"""Greedy and beam search over any incremental step function, inside one jax.lax.while_loop.
+
+The search knows nothing of the model. It calls
+
+    step_fn(cache, tokens [rows], position) -> (logits [rows, vocab] float32, cache)
+
+once per generated position: ``tokens`` are the previous step's outputs (BOS first),
+``position`` (a scalar) is their position id, and ``cache`` is any pytree whose
+array leaves have a leading ``rows`` axis (scalar leaves, such as a cache index, are
+shared by all rows). Rows are ``batch`` for greedy search and ``batch * beam_size``
+for beam search, beam-minor (row ``b * beam_size + k``, see ``tile_beams``).
+
+Both searches never emit PAD, stop a row at EOS or at its own maximum length, and
+return tokens [.., max_len] with PAD after the end: nothing follows EOS.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
+
+Cache = Any
+StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]
+
+
+def _allowed_logits(logits: jnp.ndarray, pad_id: int) -> jnp.ndarray:
+    """Padding is not a token: emitting it would make the output disagree with the
+    teacher-forced model, whose padding mask hides PAD keys."""
+    return logits.astype(jnp.float32).at[..., pad_id].set(-jnp.inf)
+
+
+def greedy_search(
+    step_fn: StepFn,
+    cache: Cache,
+    max_lengths: jnp.ndarray,
+    max_len: int,
+    *,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> jnp.ndarray:
+    """The most probable next token at every step.
+
+    max_lengths [batch]: tokens each row may produce (EOS included); 0 marks a dummy row.
+    max_len: static length of the output buffer. Returns tokens [batch, max_len] int32.
+    """
+    batch = max_lengths.shape[0]
+    max_lengths = jnp.minimum(max_lengths, max_len)
+
+    def running(state):
+        i, _, _, done, _ = state
+        return (i < max_len) & ~jnp.all(done)
+
+    def step(state):
+        i, tokens, last, done, cache = state
+        logits, cache = step_fn(cache, last, i)
+        token = jnp.argmax(_allowed_logits(logits, pad_id), axis=-1).astype(jnp.int32)
+        token = jnp.where(done, pad_id, token)
+        tokens = tokens.at[:, i].set(token)
+        done = done | (token == eos_id) | (i + 1 >= max_lengths)
+        return i + 1, tokens, token, done, cache
+
+    state = (
+        jnp.array(0, jnp.int32),
+        jnp.full((batch, max_len), pad_id, jnp.int32),
+        jnp.full((batch,), bos_id, jnp.int32),
+        max_lengths <= 0,
+        cache,
+    )
+    return jax.lax.while_loop(running, step, state)[1]
+
+
+def length_penalty(length: jnp.ndarray, alpha: float | jnp.ndarray) -> jnp.ndarray:
+    """GNMT length normalisation ((5 + length) / 6) ** alpha; scores are logprob / penalty."""
+    return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
+
+
+def tile_beams(tree: Cache, beam_size: int) -> Cache:
+    """Repeat every row beam_size times: leaves [batch, ...] -> [batch * beam_size, ...]."""
+    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, beam_size, axis=0), tree)
+
+
+def gather_beams(tree: Cache, beams: jnp.ndarray) -> Cache:
+    """Row b * K + k of the result is row b * K + beams[b, k] of the input.
+
+    tree leaves [batch * K, ...], beams [batch, K] -> leaves [batch * K, ...].
+    """
+    batch, beam_size = beams.shape
+    rows = (jnp.arange(batch)[:, None] * beam_size + beams).reshape(-1)
+    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, rows, axis=0), tree)
+
+
+def _extend(tokens: jnp.ndarray, beams: jnp.ndarray, new: jnp.ndarray, i: jnp.ndarray):
+    """tokens [batch, K, max_len] of the parent beams [batch, K], with new [batch, K] at i."""
+    parents = jnp.take_along_axis(tokens, beams[:, :, None], axis=1)
+    return parents.at[:, :, i].set(new)
+
+
+def _best(scores: jnp.ndarray, tokens: jnp.ndarray, k: int):
+    """The k best of scores [batch, n] and their tokens [batch, n, max_len], best first."""
+    scores, index = jax.lax.top_k(scores, k)
+    return scores, jnp.take_along_axis(tokens, index[:, :, None], axis=1)
+
+
+def beam_search(
+    step_fn: StepFn,
+    cache: Cache,
+    max_lengths: jnp.ndarray,
+    max_len: int,
+    beam_size: int,
+    alpha: float | jnp.ndarray,
+    *,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Beam search with the length penalty ((5 + len) / 6) ** alpha (alpha >= 0).
+
+    cache: rows [batch * beam_size] (``tile_beams``); max_lengths [batch] as for
+    greedy_search. A hypothesis' log-probability sums, over its steps, log_softmax over
+    the tokens that may be emitted (all but PAD). Each step extends the K live
+    hypotheses by every token; of the K * vocab candidates, those among the K most
+    probable that end in EOS are finished (scored logprob / length_penalty(length)),
+    and the K most probable that do not stay live (the cache is gathered to follow
+    them). At a row's maximum length every candidate among the K best is finished. A
+    row stops when no live hypothesis can still beat the worst of its K finished ones.
+
+    Returns finished tokens [batch, beam_size, max_len] and their scores
+    [batch, beam_size], best first (-inf marks an empty slot).
+    """
+    batch, k = max_lengths.shape[0], beam_size
+    max_lengths = jnp.minimum(max_lengths, max_len)
+    best_possible_penalty = length_penalty(max_lengths, alpha)
+
+    def running(state):
+        return (state["i"] < max_len) & ~jnp.all(state["done"])
+
+    def step(state):
+        i, live_tokens = state["i"], state["live_tokens"]
+        logits, cache = step_fn(state["cache"], state["last"].reshape(-1), i)
+        logprobs = jax.nn.log_softmax(_allowed_logits(logits, pad_id))
+        vocab = logprobs.shape[-1]
+        candidates = state["live_logprobs"][:, :, None] + logprobs.reshape(batch, k, vocab)
+        candidates = candidates.reshape(batch, k * vocab)
+        at_limit = (i + 1 >= max_lengths)[:, None]
+
+        # Finish the candidates among the K most probable that end in EOS (all of them
+        # at the length limit); a beam of one thus stops exactly where greedy does.
+        top_logprobs, top = jax.lax.top_k(candidates, k)
+        ends = (top % vocab == eos_id) | at_limit
+        new_scores = jnp.where(ends, top_logprobs / length_penalty(i + 1, alpha), -jnp.inf)
+        new_tokens = _extend(live_tokens, top // vocab, top % vocab, i)
+        finished_scores, finished_tokens = _best(
+            jnp.concatenate([state["finished_scores"], new_scores], axis=1),
+            jnp.concatenate([state["finished_tokens"], new_tokens], axis=1),
+            k,
+        )
+
+        # Keep the K most probable candidates that do not end in EOS alive.
+        is_eos = jnp.arange(k * vocab) % vocab == eos_id
+        live_logprobs, live = jax.lax.top_k(jnp.where(is_eos, -jnp.inf, candidates), k)
+        last = (live % vocab).astype(jnp.int32)
+        live_tokens = _extend(live_tokens, live // vocab, last, i)
+        cache = gather_beams(cache, live // vocab)
+
+        # Log-probabilities only fall as hypotheses grow and the penalty is largest at
+        # the row's limit, so live_logprob / penalty(limit) bounds every later score.
+        hopeless = finished_scores[:, -1] > live_logprobs[:, 0] / best_possible_penalty
+        # Rows that were already done keep what they had.
+        was_done = state["done"][:, None]
+        return {
+            "i": i + 1,
+            "done": state["done"] | at_limit[:, 0] | hopeless,
+            "live_tokens": live_tokens,
+            "live_logprobs": live_logprobs,
+            "last": last,
+            "finished_tokens": jnp.where(
+                was_done[:, :, None], state["finished_tokens"], finished_tokens
+            ),
+            "finished_scores": jnp.where(was_done, state["finished_scores"], finished_scores),
+            "cache": cache,
+        }
+
+    pads = jnp.full((batch, k, max_len), pad_id, jnp.int32)
+    # Only the first beam is alive at the start, else K copies of BOS would fill the beam.
+    first_alive = jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf).astype(jnp.float32)
+    state = {
+        "i": jnp.array(0, jnp.int32),
+        "done": max_lengths <= 0,
+        "live_tokens": pads,
+        "live_logprobs": jnp.broadcast_to(first_alive, (batch, k)),
+        "last": jnp.full((batch, k), bos_id, jnp.int32),
+        "finished_tokens": pads,
+        "finished_scores": jnp.full((batch, k), -jnp.inf),
+        "cache": cache,
+    }
+    state = jax.lax.while_loop(running, step, state)
+    return state["finished_tokens"], state["finished_scores"]
