@@ -50,7 +50,9 @@ def tiny_model(position: str = "rope", vocab: int = 13, **changes):
     """
     config = tiny_config(position, vocab, **changes)
     source = jnp.ones((1, 4), jnp.int32)
-    params = nn.unbox(Transformer(config).init(jax.random.key(1), source, source))["params"]
+    params = nn.unbox(jax.jit(Transformer(config).init)(jax.random.key(1), source, source))[
+        "params"
+    ]
     kernel, bias = params["output"]["kernel"], params["output"]["bias"]
     params["output"] = {
         "kernel": kernel.at[:, EOS].set(kernel[:, -1]),

@@ -1,0 +1,153 @@
+"""Translate a split, score it and write the evaluation report.
+
+pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{split}-step{N}.json
+                                                   OUTDIR/{split}-step{N}.hyp.txt
+                                                   OUTDIR/{split}-step{N}.md
+"""
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jaxtrans.errors import UserError
+from jaxtrans.inference.bleu import corpus_scores
+from jaxtrans.inference.translate import TranslationTokenizer, translate
+from jaxtrans.models import TransformerConfig
+
+
+def report_stem(outdir: str, split: str, step: int) -> str:
+    """OUTDIR/{split}-step{N}: the report files add .json, .hyp.txt and .md."""
+    return os.path.join(outdir, f"{split}-step{step}")
+
+
+def _cell(text: str, width: int | None) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def examples_table(
+    sources: Sequence[str],
+    references: Sequence[str],
+    hypotheses: Sequence[str],
+    count: int = 3,
+    width: int | None = None,
+) -> str:
+    """Markdown table of `count` examples spread over the set (cells cut to `width`)."""
+    picks = np.unique(np.linspace(0, len(sources) - 1, min(count, len(sources))).astype(int))
+    lines = ["| # | source | reference | hypothesis |", "|---|---|---|---|"]
+    for i in picks:
+        cells = (_cell(t[i], width) for t in (sources, references, hypotheses))
+        lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _markdown(report: dict, examples: str) -> str:
+    return "\n".join(
+        [
+            f"# {report['split']} at step {report['step']}: "
+            f"BLEU {report['bleu']:.2f}, chrF {report['chrf']:.2f}",
+            "",
+            "| | |",
+            "|---|---|",
+            f"| checkpoint | {report['checkpoint']} |",
+            f"| sentences | {report['num_sentences']} |",
+            f"| beam size, alpha | {report['beam_size']}, {report['alpha']} |",
+            f"| decoding | {report['decode_seconds']:.1f} s, "
+            f"{report['sentences_per_sec']:.1f} sentences/s |",
+            f"| BLEU | `{report['bleu_details']}` |",
+            f"| BLEU signature | `{_cell(report['signature'], None)}` |",
+            f"| chrF signature | `{_cell(report['chrf_signature'], None)}` |",
+            "",
+            "## Examples",
+            "",
+            examples,
+            "",
+        ]
+    )
+
+
+def evaluate_translations(
+    config: TransformerConfig,
+    params,
+    tokenizer: TranslationTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    outdir: str,
+    step: int,
+    split: str,
+    checkpoint: str,
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    batch_size: int = 64,
+    max_extra_length: int = 50,
+    target_lang: str | None = None,
+    num_examples: int = 3,
+    printer: Callable[[str], None] = print,
+) -> dict:
+    """Translate the sources of (source, reference) pairs, score, write the report files.
+
+    Returns the report written to OUTDIR/{split}-step{step}.json; its keys include
+    step, split, checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature),
+    num_sentences, beam_size, alpha, decode_seconds (wall time of translation,
+    compilation included) and sentences_per_sec.
+    """
+    if not pairs:
+        raise UserError(f"the {split} split has no sentence pairs to evaluate")
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    start = time.perf_counter()
+    hypotheses = translate(
+        config,
+        params,
+        tokenizer,
+        sources,
+        batch_size=batch_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+    )
+    seconds = time.perf_counter() - start
+    scores = corpus_scores(hypotheses, references, target_lang)
+
+    stem = report_stem(outdir, split, step)
+    report = {
+        "step": int(step),
+        "split": split,
+        "checkpoint": checkpoint,
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "signature": scores.bleu_signature,
+        "chrf_signature": scores.chrf_signature,
+        "bleu_details": scores.bleu_details,
+        "num_sentences": len(pairs),
+        "beam_size": beam_size,
+        "alpha": alpha,
+        "batch_size": batch_size,
+        "max_extra_length": max_extra_length,
+        "decode_seconds": seconds,
+        "sentences_per_sec": len(pairs) / seconds,
+        "hypotheses_file": os.path.basename(stem) + ".hyp.txt",
+    }
+    os.makedirs(outdir, exist_ok=True)
+    with open(stem + ".hyp.txt", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(h.splitlines()) + "\n" for h in hypotheses)
+    with open(stem + ".json", "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    examples = examples_table(sources, references, hypotheses, num_examples)
+    with open(stem + ".md", "w", encoding="utf-8") as f:
+        f.write(_markdown(report, examples))
+
+    printer(
+        f"{split} step {step} ({checkpoint}): BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
+        f"{len(pairs)} sentences in {seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
+    )
+    printer(scores.bleu_signature)
+    printer(examples_table(sources, references, hypotheses, num_examples, width=60))
+    printer(f"report: {stem}.json, {stem}.md, {stem}.hyp.txt")
+    return report

@@ -1,0 +1,136 @@
+"""Translate lists of sentences: tokenise, batch by length, decode, detokenise, restore order.
+
+Sentences are sorted by length so that a batch holds similar lengths, and every batch
+is padded to a static shape (rows: the batch size or a power of two below it; source
+length: a multiple of ``length_multiple``) so the compiled decoder is reused. Results
+do not depend on the batching: padding rows and positions are masked out and every
+sentence keeps its own maximum output length (its source length + max_extra_length).
+"""
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.errors import UserError
+from jaxtrans.inference.decoding import generate
+from jaxtrans.models import TransformerConfig
+
+
+class TranslationTokenizer(Protocol):
+    """What translation needs of a tokenizer (jaxtrans.data.tokenizer.Tokenizer has it)."""
+
+    def encode_source(self, text: str) -> list[int]: ...
+
+    def decode_target(self, ids: list[int]) -> str: ...
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return max(multiple, -(-n // multiple) * multiple)
+
+
+def _batch_rows(n: int, batch_size: int) -> int:
+    """Static row count for n sentences: the batch size, or the next power of two below it."""
+    return min(batch_size, 1 << max(0, math.ceil(math.log2(n))))
+
+
+def hypothesis_ids(tokens: np.ndarray, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> list[int]:
+    """One row of decoder output [max_len] -> the ids before EOS, without PAD."""
+    out = []
+    for t in tokens.tolist():
+        if t == eos_id:
+            break
+        if t != pad_id:
+            out.append(t)
+    return out
+
+
+def translate_ids(
+    config: TransformerConfig,
+    params,
+    sources: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 64,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_extra_length: int = 50,
+    length_multiple: int = 16,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> list[list[int]]:
+    """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
+
+    A hypothesis has at most len(source) + max_extra_length tokens, EOS included.
+    """
+    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
+        raise UserError(
+            f"batch_size={batch_size}, beam_size={beam_size}, max_extra_length="
+            f"{max_extra_length}, length_multiple={length_multiple}: each must be at least 1"
+        )
+    if alpha < 0:
+        raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
+    # Learned positions exist only up to max_len: longer sources are cut, outputs capped.
+    position_limit = config.max_len if config.position == "learned" else None
+    sources = [list(s)[:position_limit] for s in sources]
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # longest first
+    hypotheses: list[list[int]] = [[] for _ in sources]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        rows = _batch_rows(len(chunk), batch_size)
+        src_len = _round_up(max(len(sources[i]) for i in chunk), length_multiple)
+        max_len = min(src_len + max_extra_length, position_limit or math.inf)
+        source = np.full((rows, src_len), pad_id, np.int32)
+        max_lengths = np.zeros((rows,), np.int32)  # 0: a dummy row, finished at once
+        for row, i in enumerate(chunk):
+            source[row, : len(sources[i])] = sources[i]
+            max_lengths[row] = len(sources[i]) + max_extra_length
+        tokens = generate(
+            params,
+            source,
+            max_lengths,
+            alpha,
+            config=config,
+            max_len=int(max_len),
+            beam_size=beam_size,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            pad_id=pad_id,
+        )
+        tokens = np.asarray(tokens)
+        for row, i in enumerate(chunk):
+            hypotheses[i] = hypothesis_ids(tokens[row], eos_id, pad_id)
+    return hypotheses
+
+
+def translate(
+    config: TransformerConfig,
+    params,
+    tokenizer: TranslationTokenizer,
+    sentences: Sequence[str],
+    *,
+    batch_size: int = 64,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_extra_length: int = 50,
+    length_multiple: int = 16,
+) -> list[str]:
+    """Source sentences -> translations, in the input order.
+
+    Sources are tokenised as in training (``encode_source`` ids + EOS). beam_size 1 is
+    greedy search; alpha is the length-penalty exponent of beam search.
+    """
+    sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
+    hypotheses = translate_ids(
+        config,
+        params,
+        sources,
+        batch_size=batch_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+        length_multiple=length_multiple,
+    )
+    return [tokenizer.decode_target(ids) for ids in hypotheses]

@@ -1,0 +1,79 @@
+"""Translating sentence lists: batching, padding and ordering must not change a result."""
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxtrans.errors import UserError
+from jaxtrans.inference.translate import translate, translate_ids
+from jaxtrans.models import Transformer, TransformerConfig
+
+EOS = 1
+CONFIG = TransformerConfig(
+    vocab_size=13,
+    d_model=16,
+    num_heads=2,
+    d_ff=32,
+    num_encoder_layers=1,
+    num_decoder_layers=2,
+    max_len=32,
+    position="rope",
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+    activation_dropout_rate=0.0,
+    tie_output=False,
+)
+# Lengths 2..12 words: batches and single sentences fall in different length buckets.
+SENTENCES = ["5 6 7", "8 9 10 11 12", "3 4 5 6 7 8 9 10 11", "12 11 10 9 8 7 6 5 4 3 12 11", "9 9"]
+
+
+class WordTokenizer:
+    """Each whitespace-separated number is one token id."""
+
+    def encode_source(self, text: str) -> list[int]:
+        return [int(word) for word in text.split()]
+
+    def decode_target(self, ids: list[int]) -> str:
+        return " ".join(map(str, ids))
+
+
+@functools.cache
+def params(eos_bias: float = 0.0):
+    """Random parameters; eos_bias is added to the EOS logit."""
+    source = jnp.ones((1, 4), jnp.int32)
+    variables = nn.unbox(jax.jit(Transformer(CONFIG).init)(jax.random.key(3), source, source))
+    out = variables["params"]
+    out["output"]["bias"] = out["output"]["bias"].at[EOS].add(eos_bias)
+    return out
+
+
+TRANSLATE = dict(beam_size=4, alpha=0.6, max_extra_length=3, length_multiple=8)
+
+
+def test_translating_a_batch_equals_translating_each_sentence_alone():
+    tokenizer = WordTokenizer()
+    together = translate(CONFIG, params(), tokenizer, SENTENCES, batch_size=4, **TRANSLATE)
+    alone = [
+        translate(CONFIG, params(), tokenizer, [sentence], batch_size=1, **TRANSLATE)[0]
+        for sentence in SENTENCES
+    ]
+    assert together == alone
+    assert len(set(together)) > 1
+
+
+def test_a_hypothesis_never_exceeds_source_length_plus_max_extra_length():
+    # EOS is never chosen, so every hypothesis runs to its limit.
+    sources = [[*WordTokenizer().encode_source(s), EOS] for s in SENTENCES]
+    hypotheses = translate_ids(CONFIG, params(eos_bias=-1e9), sources, batch_size=4, **TRANSLATE)
+    assert [len(h) for h in hypotheses] == [len(s) + 3 for s in sources]
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(beam_size=0), dict(batch_size=0), dict(max_extra_length=0), dict(alpha=-1.0)]
+)
+def test_impossible_settings_raise_a_user_error(bad):
+    with pytest.raises(UserError):
+        translate_ids(CONFIG, params(), [[5, EOS]], **bad)
