@@ -30,13 +30,15 @@ from jaxtrans.data import (
     training_pairs,
 )
 
-DEFAULT_DATA = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    "..",
-    "..",
-    "shared",
-    "data",
-    "zh-en_gettext.all.tsv",
+DEFAULT_DATA = os.path.normpath(
+    os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        "..",
+        "..",
+        "shared",
+        "data",
+        "zh-en_gettext.all.tsv",
+    )
 )
 
 

@@ -417,7 +417,9 @@ def _draw(split: str, size: int, seed: int) -> list[TranslationPair]:
     return [generate_pair(rng) for _ in range(size)]
 
 
-def demo_split(split: str, *, size: int, seed: int, held_out_sizes: tuple[int, int]) -> list:
+def demo_split(
+    split: str, *, size: int, seed: int, held_out_sizes: tuple[int, int]
+) -> list[TranslationPair]:
     """The pairs of one split ("train", "dev" or "test") of the demo corpus, in order.
 
     Training pairs whose Kelen sentence also occurs in dev or test are left out (and drawn

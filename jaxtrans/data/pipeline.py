@@ -23,6 +23,7 @@ restoring it yields exactly the batches an uninterrupted run would have yielded 
 """
 
 import copy
+import weakref
 from typing import Any, NamedTuple
 
 import grain
@@ -242,6 +243,12 @@ def padding_fraction(batch: dict[str, np.ndarray]) -> float:
     return float(pads / (batch["source_segments"].size + batch["target_segments"].size))
 
 
+def _close_once(iterator: grain.DatasetIterator) -> None:
+    iterator.close()
+    # grain's __del__ closes again, which fails during interpreter teardown; once is enough.
+    iterator.close = lambda: None
+
+
 class TrainIterator:
     """Infinite iterator over training batches, checkpointable with get_state/set_state.
 
@@ -255,6 +262,8 @@ class TrainIterator:
     def __init__(self, dataset: grain.IterDataset, identity: dict[str, int]):
         self._iterator = dataset.__iter__()
         self._identity = identity
+        # Stop the prefetch thread when dropped or at exit, before interpreter teardown.
+        self._close = weakref.finalize(self, _close_once, self._iterator)
         self._reset_padding_stats()
 
     def _reset_padding_stats(self) -> None:
@@ -295,7 +304,7 @@ class TrainIterator:
 
     def close(self) -> None:
         """Stops the prefetch thread."""
-        self._iterator.close()
+        self._close()
 
     def stats(self) -> dict[str, float]:
         counts = self._iterator.get_state()["counts"]
