@@ -230,7 +230,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     pending: list[dict[str, jax.Array]] = []
     step = first_step
     window_start, window_steps = time.time(), 0
-    with StopSignal() as stop, mesh:
+    with StopSignal() as stop:
         while step < num_steps:
             batch = global_batch(next(train_iter), batch_sharding)
             state, metrics = jit_train_step(state, batch)

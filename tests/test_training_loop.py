@@ -1,0 +1,123 @@
+"""The training loop end to end on a tiny model: logs, checkpoints, exact resume, CLI errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.training import train_and_evaluate
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tiny_config(num_steps: int):
+    sys.path.insert(0, REPO)
+    from configs import demo
+
+    config = demo.get_config()
+    config.model.d_model = 32
+    config.model.num_heads = 2
+    config.model.d_ff = 64
+    config.model.num_encoder_layers = 1
+    config.model.num_decoder_layers = 1
+    config.data.demo_train_size = 1500
+    config.data.demo_dev_size = 40
+    config.data.demo_test_size = 40
+    config.data.vocab_size = 300
+    config.data.batch_size = 8
+    config.data.max_source_length = 24
+    config.data.max_target_length = 24
+    config.train.num_steps = num_steps
+    config.train.log_every = 1
+    config.train.checkpoint_every = 3
+    config.train.eval_every = 0
+    config.train.compilation_cache_dir = ""
+    return config
+
+
+def read_metrics(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if '"loss"' in line and "split" not in line]
+
+
+def final_params(workdir, step):
+    checkpointer = Checkpointer(str(workdir), read_only=True)
+    try:
+        from orbax.checkpoint import args
+
+        restored = checkpointer.manager.restore(
+            step, args=args.Composite(params=args.StandardRestore())
+        )
+        return jax.tree.leaves(restored["params"])
+    finally:
+        checkpointer.close()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("straight")
+    train_and_evaluate(tiny_config(8), str(workdir))
+    return workdir
+
+
+def test_run_writes_config_tokenizer_metrics_tensorboard_and_checkpoints(uninterrupted):
+    names = set(os.listdir(uninterrupted))
+    assert {"config.json", "tokenizer", "metrics.jsonl", "tensorboard", "checkpoints"} <= names
+    records = read_metrics(uninterrupted)
+    assert [r["step"] for r in records] == list(range(1, 9))
+    for key in ("loss", "nll", "accuracy", "lr", "grad_norm", "tokens_per_sec", "mfu"):
+        assert key in records[0]
+    assert records[-1]["loss"] < records[0]["loss"]
+    with open(os.path.join(uninterrupted, "config.json")) as f:
+        saved = json.load(f)
+    assert saved["model"]["vocab_size"] > 0 and saved["train"]["num_steps"] == 8
+    assert sorted(int(s) for s in os.listdir(os.path.join(uninterrupted, "checkpoints"))
+                  if s.isdigit()) == [3, 6, 8]  # fmt: skip
+
+
+def test_resumed_run_continues_with_identical_losses_and_parameters(uninterrupted, tmp_path):
+    train_and_evaluate(tiny_config(5), str(tmp_path))  # stops after the step-5 checkpoint
+    train_and_evaluate(tiny_config(8), str(tmp_path))  # the same command, longer: resumes
+    straight, resumed = read_metrics(uninterrupted), read_metrics(tmp_path)
+    assert [r["step"] for r in resumed] == list(range(1, 9))
+    for a, b in zip(straight, resumed, strict=True):
+        assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"], (a, b)
+    for a, b in zip(final_params(uninterrupted, 8), final_params(tmp_path, 8), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def run_train(*args):
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "train.py"), *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("--config.train.no_such_key=1", "no_such_key"),
+        ("--config.train.num_steps=many", "num_steps"),
+    ],
+)
+def test_bad_override_is_a_one_line_error_with_status_2(tmp_path, override, message):
+    result = run_train("--config", "configs/demo.py", "--workdir", str(tmp_path / "w"), override)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and message in error_lines[0]
+    assert not os.path.exists(tmp_path / "w")
+
+
+def test_resuming_with_another_model_shape_is_a_clear_error(uninterrupted):
+    config = tiny_config(10)
+    config.model.d_model = 64
+    from jaxtrans.errors import UserError
+
+    with pytest.raises(UserError, match="d_model"):
+        train_and_evaluate(config, str(uninterrupted))
