@@ -1,7 +1,6 @@
-"""Evaluate a trained workdir: python evaluate.py --workdir DIR."""
+"""Evaluate a trained workdir: python evaluate.py --workdir DIR [--split test|dev] [...]."""
 
-import sys
+from jaxtrans.inference.evaluate import main
 
 if __name__ == "__main__":
-    sys.stderr.write("error: evaluate.py is not implemented yet\n")
-    sys.exit(2)
+    main()

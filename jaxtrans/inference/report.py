@@ -13,14 +13,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from jaxtrans.errors import UserError
-from jaxtrans.inference.bleu import corpus_scores
+from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.translate import TranslationTokenizer, translate
 from jaxtrans.models import TransformerConfig
-
-
-def report_stem(outdir: str, split: str, step: int) -> str:
-    """OUTDIR/{split}-step{N}: the report files add .json, .hyp.txt and .md."""
-    return os.path.join(outdir, f"{split}-step{step}")
 
 
 def _cell(text: str, width: int | None) -> str:
@@ -71,6 +66,69 @@ def _markdown(report: dict, examples: str) -> str:
     )
 
 
+def translate_and_score(
+    config: TransformerConfig,
+    params,
+    tokenizer: TranslationTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    batch_size: int = 64,
+    max_extra_length: int = 50,
+    target_lang: str | None = None,
+) -> tuple[list[str], CorpusScores, float]:
+    """Translate the sources of (source, reference) pairs and score them.
+
+    Returns (hypotheses, scores, seconds of translation, compilation included).
+    """
+    if not pairs:
+        raise UserError("there are no sentence pairs to evaluate")
+    start = time.perf_counter()
+    hypotheses = translate(
+        config,
+        params,
+        tokenizer,
+        [source for source, _ in pairs],
+        batch_size=batch_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+    )
+    seconds = time.perf_counter() - start
+    scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
+    return hypotheses, scores, seconds
+
+
+def dev_bleu(
+    config: TransformerConfig,
+    params,
+    tokenizer: TranslationTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    eval_config,
+) -> dict:
+    """BLEU during training: {"bleu", "chrf", "bleu_signature", "decode_seconds"}.
+
+    eval_config holds beam_size, alpha, batch_size and max_extra_length (config.eval).
+    """
+    _, scores, seconds = translate_and_score(
+        config,
+        params,
+        tokenizer,
+        pairs,
+        beam_size=eval_config.beam_size,
+        alpha=eval_config.alpha,
+        batch_size=eval_config.batch_size,
+        max_extra_length=eval_config.max_extra_length,
+    )
+    return {
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "bleu_signature": scores.bleu_signature,
+        "decode_seconds": seconds,
+    }
+
+
 def evaluate_translations(
     config: TransformerConfig,
     params,
@@ -87,34 +145,29 @@ def evaluate_translations(
     max_extra_length: int = 50,
     target_lang: str | None = None,
     num_examples: int = 3,
+    stem: str | None = None,
     printer: Callable[[str], None] = print,
 ) -> dict:
     """Translate the sources of (source, reference) pairs, score, write the report files.
 
-    Returns the report written to OUTDIR/{split}-step{step}.json; its keys include
-    step, split, checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature),
-    num_sentences, beam_size, alpha, decode_seconds (wall time of translation,
-    compilation included) and sentences_per_sec.
+    The files are OUTDIR/{stem}.json, .hyp.txt and .md, stem "{split}-step{step}" unless
+    given. Returns the report written to the .json; its keys include step, split,
+    checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature), num_sentences,
+    beam_size, alpha, decode_seconds (wall time of translation, compilation included)
+    and sentences_per_sec.
     """
-    if not pairs:
-        raise UserError(f"the {split} split has no sentence pairs to evaluate")
-    sources = [source for source, _ in pairs]
-    references = [reference for _, reference in pairs]
-    start = time.perf_counter()
-    hypotheses = translate(
+    hypotheses, scores, seconds = translate_and_score(
         config,
         params,
         tokenizer,
-        sources,
-        batch_size=batch_size,
+        pairs,
         beam_size=beam_size,
         alpha=alpha,
+        batch_size=batch_size,
         max_extra_length=max_extra_length,
+        target_lang=target_lang,
     )
-    seconds = time.perf_counter() - start
-    scores = corpus_scores(hypotheses, references, target_lang)
-
-    stem = report_stem(outdir, split, step)
+    path = os.path.join(outdir, stem or f"{split}-step{step}")
     report = {
         "step": int(step),
         "split": split,
@@ -131,17 +184,18 @@ def evaluate_translations(
         "max_extra_length": max_extra_length,
         "decode_seconds": seconds,
         "sentences_per_sec": len(pairs) / seconds,
-        "hypotheses_file": os.path.basename(stem) + ".hyp.txt",
+        "hypotheses_file": os.path.basename(path) + ".hyp.txt",
     }
     os.makedirs(outdir, exist_ok=True)
-    with open(stem + ".hyp.txt", "w", encoding="utf-8") as f:
+    with open(path + ".hyp.txt", "w", encoding="utf-8") as f:
         f.writelines(" ".join(h.splitlines()) + "\n" for h in hypotheses)
-    with open(stem + ".json", "w", encoding="utf-8") as f:
+    with open(path + ".json", "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    examples = examples_table(sources, references, hypotheses, num_examples)
-    with open(stem + ".md", "w", encoding="utf-8") as f:
-        f.write(_markdown(report, examples))
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    with open(path + ".md", "w", encoding="utf-8") as f:
+        f.write(_markdown(report, examples_table(sources, references, hypotheses, num_examples)))
 
     printer(
         f"{split} step {step} ({checkpoint}): BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
@@ -149,5 +203,5 @@ def evaluate_translations(
     )
     printer(scores.bleu_signature)
     printer(examples_table(sources, references, hypotheses, num_examples, width=60))
-    printer(f"report: {stem}.json, {stem}.md, {stem}.hyp.txt")
+    printer(f"report: {path}.json, {path}.md, {path}.hyp.txt")
     return report

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
+import flax.linen as nn
+import jax
 import numpy as np
 
 from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -72,6 +74,7 @@ def translate_ids(
         )
     if alpha < 0:
         raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
+    params = jax.device_put(nn.unbox(params))  # once, not at every batch (host arrays)
     # Learned positions exist only up to max_len: longer sources are cut, outputs capped.
     position_limit = config.max_len if config.position == "learned" else None
     sources = [list(s)[:position_limit] for s in sources]

@@ -1,0 +1,129 @@
+"""The evaluate.py program on a small workdir: reports, averaged checkpoints, files, plots."""
+
+import json
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+import sacrebleu
+
+from jaxtrans import data
+from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.inference.evaluate import main, restore_run
+from jaxtrans.models import Transformer, TransformerConfig
+
+STEPS = (100, 200)
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """(workdir, {step: params}): config.json, a tokenizer trained on the demo corpus,
+    and checkpoints at STEPS."""
+    workdir = tmp_path_factory.mktemp("run")
+    data_config = data.get_data_config()
+    data_config.vocab_size = 200
+    data_config.demo_train_size = 2000
+    data_config.demo_dev_size = 6
+    data_config.demo_test_size = 6
+    tokenizer = data.load_or_train_tokenizer(data_config, str(workdir))
+    model = dict(
+        vocab_size=tokenizer.source_vocab_size,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        max_len=64,
+        position="learned",
+    )
+    run_config = {"model": model, "data": data_config.to_dict(), "eval": {"beam_size": 2}}
+    (workdir / "config.json").write_text(json.dumps(run_config))
+    ids = jnp.ones((1, 4), jnp.int32)
+    init = jax.jit(Transformer(TransformerConfig(**model)).init)
+    checkpointer = Checkpointer(str(workdir), async_save=False)
+    saved = {}
+    for seed, step in enumerate(STEPS):
+        saved[step] = nn.unbox(init(jax.random.key(seed), ids, ids))["params"]
+        rng = jnp.zeros((2,), jnp.uint32)
+        opt_state = {"count": jnp.zeros((), jnp.int32)}
+        checkpointer.save(step, saved[step], opt_state, rng, {"step": step})
+    checkpointer.close()
+    return workdir, saved
+
+
+@pytest.fixture(scope="module")
+def workdir(saved_run):
+    return saved_run[0]
+
+
+def evaluate(*flags: str) -> None:
+    main(["evaluate.py", *flags])
+
+
+def test_evaluate_reports_bleu_of_the_latest_checkpoint(workdir, tmp_path):
+    evaluate(f"--workdir={workdir}", "--split=dev", f"--outdir={tmp_path}", "--max_extra_length=4")
+    report = json.loads((tmp_path / "dev-step200.json").read_text())
+    assert (report["step"], report["split"], report["checkpoint"]) == (200, "dev", "step 200")
+    assert report["beam_size"] == 2  # from the run config's eval section
+    assert report["num_sentences"] == 6
+    data_config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())).data
+    references = [pair.target for pair in data.load_split(data_config, "dev")]
+    hypotheses = (tmp_path / "dev-step200.hyp.txt").read_text().splitlines()
+    assert report["bleu"] == sacrebleu.corpus_bleu(hypotheses, [references]).score
+
+
+def test_averaged_checkpoints_get_their_own_report(workdir, tmp_path):
+    evaluate(
+        f"--workdir={workdir}", "--split=test", "--checkpoint=avg:2", f"--outdir={tmp_path}",
+        "--beam_size=1", "--max_extra_length=4",
+    )  # fmt: skip
+    report = json.loads((tmp_path / "test-step200-avg2.json").read_text())
+    assert report["checkpoint"] == "average of steps [100, 200]"
+    assert not (tmp_path / "test-step200.json").exists()
+
+
+def test_input_file_is_translated_line_by_line(workdir, tmp_path):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("hello\n\nthe small cat\nok\nyes, no\nstop\n")
+    evaluate(f"--workdir={workdir}", f"--input={source}", f"--output={output}",
+             "--beam_size=1", "--max_extra_length=4")  # fmt: skip
+    assert len(output.read_text().splitlines()) == 6
+
+
+def test_plot_attention_writes_the_pictures(workdir, tmp_path):
+    png = tmp_path / "attn.png"
+    evaluate(f"--workdir={workdir}", "--plot_attention=the small cat", f"--output={png}",
+             "--beam_size=1", "--max_extra_length=4")  # fmt: skip
+    for path in (png, tmp_path / "attn-masks.png"):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--split=dev"],  # no --workdir
+        ["--workdir={missing}"],
+        ["--workdir={workdir}", "--checkpoint=300"],
+        ["--workdir={workdir}", "--checkpoint=avg:3"],
+        ["--workdir={workdir}", "--split=train"],
+        ["--workdir={workdir}", "--output=x.txt"],
+    ],
+)
+def test_bad_requests_exit_with_status_2(workdir, tmp_path, flags, capsys):
+    flags = [f.format(workdir=workdir, missing=tmp_path / "nothing") for f in flags]
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate(*flags)
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith("error: ") and "\n" not in message
+
+
+def test_restored_parameters_are_those_saved(saved_run):
+    workdir, saved = saved_run
+    restored = restore_run(str(workdir), "100")
+    assert restored.step == 100
+    for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(saved[100]), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
