@@ -139,6 +139,8 @@ def get_eval_config() -> ml_collections.ConfigDict:
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
+    # What is trained: translation | bert_pretraining | bert_classification.
+    config.task = "translation"
     # Seed of parameter initialisation, dropout and data shuffling.
     config.seed = 0
     # Model shape and regularisation.

@@ -13,13 +13,15 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.models import TransformerConfig
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_train_step
+from jaxtrans.training.translation import TranslationTask
 
 GLOBAL_ROWS, SRC, TGT, VOCAB = 16, 12, 10, 64
+DATA = {"max_source_length": SRC, "max_target_length": TGT}
 
 
 def fixed_batch() -> dict[str, np.ndarray]:
@@ -44,7 +46,8 @@ def fixed_batch() -> dict[str, np.ndarray]:
 
 
 def run(out: str, data: int, fsdp: int, tensor: int) -> None:
-    model = Transformer(
+    task = TranslationTask(
+        ml_collections.ConfigDict({"train": {"label_smoothing": 0.1}, "data": DATA}),
         TransformerConfig(
             vocab_size=VOCAB,
             d_model=32,
@@ -52,7 +55,7 @@ def run(out: str, data: int, fsdp: int, tensor: int) -> None:
             d_ff=64,
             num_encoder_layers=1,
             num_decoder_layers=1,
-        )
+        ),
     )
     # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a constant
     # added to every score) is pure rounding noise, and Adam divides it by its own size;
@@ -67,10 +70,10 @@ def run(out: str, data: int, fsdp: int, tensor: int) -> None:
     optimizer, schedule = make_optimizer(optimizer_config, 32, 100)
     mesh_config = ml_collections.ConfigDict(dict(data=data, fsdp=fsdp, tensor=tensor))
     mesh = sharding.make_mesh(mesh_config, jax.devices()[: data * fsdp * tensor])
-    state, shardings, _ = init_train_state(model, optimizer, mesh, jax.random.key(0), SRC, TGT)
+    state, shardings, _ = init_train_state(task.init_params, optimizer, mesh, jax.random.key(0))
     batch_sharding = sharding.batch_sharding(mesh)
     step = jax.jit(
-        lambda s, b: make_train_step(model, optimizer, schedule, 0.1)(s, b, s.dropout_key()),
+        lambda s, b: make_train_step(task, optimizer, schedule)(s, b, s.dropout_key()),
         in_shardings=(shardings, batch_sharding),
         out_shardings=(shardings, sharding.replicated(mesh)),
     )

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.models import TransformerConfig
 from jaxtrans.training import sharding
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 from jaxtrans.training.optimizer import make_optimizer, noam_schedule
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_train_step
+from jaxtrans.training.translation import TranslationTask
 
 
 def test_noam_schedule_equals_the_paper_formula():
@@ -75,12 +76,16 @@ VOCAB = 40
 
 
 def tiny_setup(accum=1, dropout=0.0, lr=3e-3, eps=1e-9):
-    model = Transformer(
+    task = TranslationTask(
+        ml_collections.ConfigDict(
+            {"train": {"label_smoothing": 0.1},
+             "data": {"max_source_length": 8, "max_target_length": 8}}
+        ),
         TransformerConfig(
             vocab_size=VOCAB, d_model=32, num_heads=4, d_ff=64, num_encoder_layers=1,
             num_decoder_layers=1, dropout_rate=dropout, attention_dropout_rate=dropout,
             activation_dropout_rate=dropout,
-        )
+        ),
     )  # fmt: skip
     config = ml_collections.ConfigDict(
         dict(
@@ -90,8 +95,8 @@ def tiny_setup(accum=1, dropout=0.0, lr=3e-3, eps=1e-9):
     )  # fmt: skip
     optimizer, schedule = make_optimizer(config, 32, 100)
     mesh = sharding.make_mesh(ml_collections.ConfigDict(dict(data=1, fsdp=1, tensor=1)))
-    state, _, _ = init_train_state(model, optimizer, mesh, jax.random.key(0), 8, 8)
-    step = jax.jit(make_train_step(model, optimizer, schedule, 0.1, accum))
+    state, _, _ = init_train_state(task.init_params, optimizer, mesh, jax.random.key(0))
+    step = jax.jit(make_train_step(task, optimizer, schedule, accum))
     return state, step
 
 

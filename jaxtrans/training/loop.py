@@ -1,10 +1,10 @@
 """The training loop: set up a run, step, log, evaluate, checkpoint, resume.
 
 ``train_and_evaluate(config, workdir)`` is the whole program behind ``train.py``.
-Side effects (files, console, signals) live here; the step itself is pure (step.py).
+Side effects (files, console, signals) live here; the step itself is pure (step.py) and
+what is trained (tokenizer, model, batches, loss, evaluation) is the task's (tasks.py).
 """
 
-import contextlib
 import os
 import signal
 import time
@@ -15,55 +15,27 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans import data
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import UserError
-from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.metrics import MetricsWriter, Progress, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import TrainState, init_train_state
-from jaxtrans.training.step import make_eval_step, make_train_step, summarize
+from jaxtrans.training.step import make_eval_step, make_train_step
+from jaxtrans.training.tasks import Task, load_task
 from jaxtrans.training.workdir import load_run_config, save_run_config
 
-# Model fields that fix the parameter shapes; a resumed run must keep them.
-SHAPE_FIELDS = (
-    "vocab_size",
-    "target_vocab_size",
-    "d_model",
-    "num_heads",
-    "d_ff",
-    "num_encoder_layers",
-    "num_decoder_layers",
-    "share_embeddings",
-    "tie_output",
-    "position",
-    "max_len",
-)
 
-
-def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collections.ConfigDict:
-    """The run config with the vocabulary sizes the tokenizer decided."""
-    resolved = ml_collections.ConfigDict(config.to_dict())
-    resolved.model.vocab_size = tokenizer.source_vocab_size
-    resolved.model.target_vocab_size = None if tokenizer.shared else tokenizer.target_vocab_size
-    return resolved
-
-
-def model_config_of(run_config: ml_collections.ConfigDict) -> TransformerConfig:
-    try:
-        return TransformerConfig.from_dict(run_config.model.to_dict())
-    except (ValueError, TypeError) as error:
-        raise UserError(f"config.model: {error}") from error
-
-
-def check_resumable(saved: ml_collections.ConfigDict, current: ml_collections.ConfigDict, workdir):
+def check_resumable(task: Task, saved: ml_collections.ConfigDict, workdir: str) -> None:
     """A resumed run must have the parameter shapes its checkpoints hold."""
+    current = task.run_config
     changed = [
         f"{key}={saved.model.get(key)!r} (config now says {current.model.get(key)!r})"
-        for key in SHAPE_FIELDS
+        for key in task.shape_fields
         if saved.model.get(key) != current.model.get(key)
     ]
+    if saved.get("task", "translation") != current.get("task", "translation"):
+        changed.insert(0, f"task={saved.get('task', 'translation')!r}")
     if changed:
         raise UserError(
             f"{workdir} was trained with {'; '.join(changed[:3])}; "
@@ -121,41 +93,37 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
     setup_compilation_cache(config.train.compilation_cache_dir)
 
-    # Tokenizer and model.
-    tokenizer = data.load_or_train_tokenizer(config.data, workdir)
-    run_config = resolve_config(config, tokenizer)
+    # What is trained: tokenizer, model, batches, loss.
+    task = load_task(config, workdir)
+    run_config = task.run_config
     if os.path.exists(os.path.join(workdir, "config.json")):
-        check_resumable(load_run_config(workdir), run_config, workdir)
+        check_resumable(task, load_run_config(workdir), workdir)
     if is_main:
         save_run_config(workdir, run_config)
-    model_config = model_config_of(run_config)
-    model = Transformer(model_config)
     num_steps = int(config.train.num_steps)
-    optimizer, schedule = make_optimizer(config.optimizer, model_config.d_model, num_steps)
+    optimizer, schedule = make_optimizer(config.optimizer, task.model_config.d_model, num_steps)
 
     # State, laid out over the mesh by the logical-axis rules.
     mesh = sharding.make_mesh(config.mesh)
-    max_source, max_target = config.data.max_source_length, config.data.max_target_length
-
     rng = jax.random.key(config.seed)
-    state, state_shardings, abstract = init_train_state(
-        model, optimizer, mesh, rng, max_source, max_target
-    )
+    state, state_shardings, abstract = init_train_state(task.init_params, optimizer, mesh, rng)
     batch_sharding = sharding.batch_sharding(mesh)
     replicated = sharding.replicated(mesh)
-    if config.data.batch_size % (mesh.shape["data"] * mesh.shape["fsdp"]):
+    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
+    if config.data.batch_size % data_parallel:
         raise UserError(
             f"--config.data.batch_size={config.data.batch_size} is not divisible by the "
-            f"{mesh.shape['data'] * mesh.shape['fsdp']} data-parallel devices; choose a multiple"
+            f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
         )
     accum = int(config.train.grad_accum_steps)
-    if (config.data.batch_size // jax.process_count()) % accum:
+    local_rows = config.data.batch_size // jax.process_count()
+    if accum < 1 or local_rows % accum:
         raise UserError(
-            f"--config.train.grad_accum_steps={accum} does not divide the per-process batch of "
-            f"{config.data.batch_size // jax.process_count()} rows"
+            f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
+            f"of {local_rows} rows"
         )
 
-    train_step = make_train_step(model, optimizer, schedule, config.train.label_smoothing, accum)
+    train_step = make_train_step(task, optimizer, schedule, accum)
     jit_train_step = jax.jit(
         lambda state, batch: train_step(state, batch, state.dropout_key()),
         in_shardings=(state_shardings, batch_sharding),
@@ -163,7 +131,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         donate_argnums=(0,),
     )
     eval_step = jax.jit(
-        make_eval_step(model, config.train.label_smoothing),
+        make_eval_step(task),
         in_shardings=(state_shardings.params, replicated),
         out_shardings=replicated,
     )
@@ -172,15 +140,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     checkpointer = Checkpointer(
         workdir, keep=config.train.keep_checkpoints, async_save=config.train.async_checkpoints
     )
-    train_iter = data.train_iterator(
-        config.data,
-        tokenizer,
-        seed=config.seed,
-        process_index=jax.process_index(),
-        process_count=jax.process_count(),
-    )
+    train_iter = task.train_iterator(config.seed, jax.process_index(), jax.process_count())
     latest = checkpointer.latest_step()
     if latest is None:
+        params = task.initial_params(state.params)
+        if params is not state.params:
+            state = state.replace(params=jax.device_put(params, state_shardings.params))
         say(f"training from scratch in {workdir}", is_main)
     else:
         with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
@@ -205,25 +170,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     first_step = int(jax.device_get(state.step))
     writer = MetricsWriter(workdir, enabled=is_main)
-    progress = Progress(first_step, num_steps, enabled=is_main)
-    step_flops = flops.train_step_flops(
-        model_config, config.data.batch_size, max_source, max_target
-    )
+    progress = Progress(first_step, num_steps, task.headline, enabled=is_main)
+    step_flops = task.step_flops()
     peak = flops.device_peak_flops(config.train.peak_flops_per_device)
-    evaluator = DevEvaluator(config, run_config, model_config, tokenizer, eval_step, replicated)
 
     def save(step: int) -> None:
         meta = {
             "step": step,
             "data": train_iter.get_state(),
-            "model": {k: run_config.model.get(k) for k in SHAPE_FIELDS},
+            "model": {k: run_config.model.get(k) for k in task.shape_fields},
         }
         checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
-        f"{dict(mesh.shape)}; {config.data.batch_size} rows x {max_target} target tokens "
-        f"per step; {num_steps} steps",
+        f"{dict(mesh.shape)}; {config.data.batch_size} rows per step; {num_steps} steps",
         is_main,
     )
     last_metrics: dict[str, Any] = {}
@@ -262,10 +223,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             if config.train.eval_every and (
                 step % config.train.eval_every == 0 or step == num_steps
             ):
-                record = evaluator(state.params, step)
+                record = evaluate(task, eval_step, replicated, state.params, step)
                 if record:
                     writer.write(step, record, prefix="dev")
-                    say("  ".join(f"{k} {v}" for k, v in record.items()), is_main)
+                    say(
+                        "  ".join(
+                            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                            for k, v in record.items()
+                        ),
+                        is_main,
+                    )
                 window_start = time.time()  # evaluation time is not training throughput
     checkpointer.wait()
     checkpointer.close()
@@ -277,79 +244,50 @@ def log_window(
     pending: list[dict[str, jax.Array]],
     seconds: float,
     steps: int,
-    step_flops: float,
+    step_flops: float | None,
     peak: float | None,
     data_stats: dict[str, float],
 ) -> dict[str, Any]:
-    """Means over the steps since the last log (token-weighted for per-token metrics)."""
+    """Means over the steps since the last log; throughput over the window's wall time."""
     fetched = jax.device_get(pending)
-    tokens = np.array([m["tokens"] for m in fetched])
-    weights = tokens / max(tokens.sum(), 1.0)
     record = {
-        key: float(np.sum(weights * np.array([m[key] for m in fetched])))
-        for key in ("loss", "nll", "accuracy")
+        key: float(np.mean([m[key] for m in fetched]))
+        for key in fetched[0]
+        if key not in ("tokens", "lr")
     }
-    record["perplexity"] = float(np.exp(min(record["nll"], 50.0)))
+    if "nll" in record:
+        record["perplexity"] = float(np.exp(min(record["nll"], 50.0)))
     record["lr"] = float(fetched[-1]["lr"])
-    record["grad_norm"] = float(np.mean([m["grad_norm"] for m in fetched]))
-    record["tokens_per_sec"] = float(tokens.sum() / max(seconds, 1e-9))
+    tokens = float(np.sum([m["tokens"] for m in fetched]))
+    record["tokens_per_sec"] = tokens / max(seconds, 1e-9)
     record["steps_per_sec"] = steps / max(seconds, 1e-9)
-    record["mfu"] = flops.mfu(step_flops, seconds / max(steps, 1), jax.device_count(), peak)
-    record["padding_fraction"] = data_stats.get("mean_padding_fraction")
-    record["pairs_dropped_too_long"] = data_stats.get("pairs_dropped_too_long")
+    step_seconds = seconds / max(steps, 1)
+    record["mfu"] = (
+        flops.mfu(step_flops, step_seconds, jax.device_count(), peak) if step_flops else None
+    )
+    if data_stats.get("mean_padding_fraction") is not None:
+        record["padding_fraction"] = data_stats["mean_padding_fraction"]
+    if "pairs_dropped_too_long" in data_stats:
+        record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
     if not np.isfinite(record["loss"]):
-        raise FloatingPointError(f"loss is {record['loss']} at step window ending {len(pending)}")
+        raise FloatingPointError(f"the training loss became {record['loss']}")
     return record
 
 
-class DevEvaluator:
-    """Dev-set loss (and BLEU, when decoding is available) during training."""
-
-    def __init__(self, config, run_config, model_config, tokenizer, eval_step, replicated):
-        self.config = config
-        self.run_config = run_config
-        self.model_config = model_config
-        self.tokenizer = tokenizer
-        self.eval_step = eval_step
-        self.replicated = replicated
-        self.pairs = None
-        with contextlib.suppress(UserError):
-            self.pairs = data.load_split(config.data, "dev")
-        if self.pairs is not None and config.eval.dev_sentences:
-            self.pairs = self.pairs[: config.eval.dev_sentences]
-
-    def __call__(self, params, step: int) -> dict[str, Any] | None:
-        if not self.pairs:
-            return None
-        totals: dict[str, float] = {}
-        for batch in data.eval_batches(
-            self.pairs,
-            self.tokenizer,
-            self.config.eval.batch_size,
-            self.config.data.max_source_length,
-            self.config.data.max_target_length,
-        ):
-            batch = {k: v for k, v in batch.items() if k != "index"}
-            batch = global_batch(batch, self.replicated)
-            sums = jax.device_get(self.eval_step(params, batch))
-            for key, value in sums.items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-        summary = {k: float(v) for k, v in summarize(totals).items()}
-        record = {
-            "split": "dev",
-            "loss": summary["loss"],
-            "nll": summary["nll"],
-            "accuracy": summary["accuracy"],
-        }
-        record.update(self.bleu(params, step))
-        return record
-
-    def bleu(self, params, step: int) -> dict[str, Any]:
-        """Dev BLEU with the evaluation decoder, if this build has one."""
-        if not self.config.eval.bleu_during_training:
-            return {}
-        try:
-            from jaxtrans.inference import dev_bleu
-        except ImportError:
-            return {}
-        return dev_bleu(self.model_config, params, self.tokenizer, self.pairs, self.config.eval)
+def evaluate(task: Task, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
+    """Dev loss over the task's dev batches, plus the task's own metrics (e.g. BLEU)."""
+    batches = task.eval_batches()
+    if batches is None:
+        return None
+    totals: dict[str, Any] | None = None
+    for batch in batches:
+        batch = global_batch(batch, replicated)
+        sums = jax.device_get(eval_step(params, batch))
+        totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
+    if totals is None:
+        return None
+    summary = jax.device_get(task.summarize(totals))
+    record: dict[str, Any] = {"split": "dev"}
+    record.update({k: float(v) for k, v in summary.items() if k != "tokens"})
+    record.update(task.extra_eval(params, step))
+    return record

@@ -57,8 +57,11 @@ class MetricsWriter:
 class Progress:
     """One console line per logged step: step, loss, lr, tokens/s and the time left."""
 
-    def __init__(self, first_step: int, last_step: int, enabled: bool = True):
+    def __init__(
+        self, first_step: int, last_step: int, headline: tuple[str, ...], enabled: bool = True
+    ):
         self.first_step, self.last_step = first_step, last_step
+        self.headline = headline
         self.start = time.time()
         self.enabled = enabled
 
@@ -71,9 +74,9 @@ class Progress:
     def line(self, step: int, metrics: dict[str, Any]) -> str:
         eta = self.eta_seconds(step)
         eta_text = "?" if math.isnan(eta) else time.strftime("%H:%M:%S", time.gmtime(eta))
+        shown = "  ".join(f"{key} {metrics[key]:.4f}" for key in self.headline if key in metrics)
         return (
-            f"step {step:>7}/{self.last_step}  loss {metrics['loss']:.4f}  "
-            f"nll {metrics['nll']:.4f}  acc {metrics['accuracy']:.3f}  "
+            f"step {step:>7}/{self.last_step}  loss {metrics['loss']:.4f}  {shown}  "
             f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  eta {eta_text}"
         )
 

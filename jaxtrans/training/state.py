@@ -26,22 +26,19 @@ class TrainState:
 
 
 def init_train_state(
-    model, optimizer, mesh, rng: jax.Array, max_source: int, max_target: int
+    init_params, optimizer, mesh, rng: jax.Array
 ) -> tuple[TrainState, Any, TrainState]:
     """Initialise the state directly in its sharded layout.
 
-    Returns (state, shardings, abstract): the state on the mesh, the NamedSharding of every
-    leaf (a TrainState of shardings, from the parameters' logical axis names) and the
-    state's shapes and dtypes.
+    ``init_params(rng)`` returns boxed (logically partitioned) parameters. Returns
+    (state, shardings, abstract): the state on the mesh, the NamedSharding of every leaf
+    (a TrainState of shardings, from the parameters' logical axis names) and the state's
+    shapes and dtypes.
     """
 
     def init(rng: jax.Array) -> TrainState:
         init_rng, dropout_rng = jax.random.split(rng)
-        params = model.init(
-            init_rng,
-            jnp.ones((1, max_source), jnp.int32),
-            jnp.ones((1, max_target), jnp.int32),
-        )["params"]
+        params = init_params(init_rng)
         return TrainState(
             step=jnp.zeros((), jnp.int32),
             params=params,
