@@ -42,8 +42,8 @@ def cross_attention_cache(
 ) -> dict:
     """Cross-attention keys/values of memory [batch, src_len, d_model], every layer.
 
-    One decoder call given the memory stores them; its self-attention output (one
-    throw-away step without a cache) is discarded.
+    One decoder call given the memory stores them; the rest of that call (a throw-away
+    step without a self-attention cache) is discarded, and under jit XLA drops it.
     """
     batch = memory.shape[0]
     tokens = jnp.zeros((batch, 1), jnp.int32)

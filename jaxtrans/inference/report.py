@@ -197,8 +197,9 @@ def evaluate_translations(
     with open(path + ".md", "w", encoding="utf-8") as f:
         f.write(_markdown(report, examples_table(sources, references, hypotheses, num_examples)))
 
+    which = "" if checkpoint == f"step {step}" else f" ({checkpoint})"
     printer(
-        f"{split} step {step} ({checkpoint}): BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
+        f"{split} step {step}{which}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
         f"{len(pairs)} sentences in {seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
     )
     printer(scores.bleu_signature)
