@@ -102,6 +102,9 @@ def get_train_config() -> ml_collections.ConfigDict:
     train.label_smoothing = 0.1
     # Split each step's batch into this many micro-batches (same update, less memory).
     train.grad_accum_steps = 1
+    # A NaN/Inf loss or gradient: "stop" (name the step and tensor, exit) or "skip" the
+    # update and count it. Either way no non-finite state is ever saved.
+    train.on_nonfinite = "stop"
     # Peak FLOP/s of one device for MFU (0 = look the device up in a table).
     train.peak_flops_per_device = 0.0
     # Persistent XLA compilation cache directory ("" disables it).

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from absl import flags
 from ml_collections import config_flags
 
-from jaxtrans.errors import UserError
+from jaxtrans.errors import TrainingStopped, UserError
 
 USAGE_ERROR = 2
 
@@ -63,6 +63,9 @@ def run(main: Callable[[], None]) -> None:
         main()
     except UserError as error:
         fail(str(error))
+    except TrainingStopped as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

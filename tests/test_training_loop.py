@@ -121,3 +121,38 @@ def test_resuming_with_another_model_shape_is_a_clear_error(uninterrupted):
 
     with pytest.raises(UserError, match="d_model"):
         train_and_evaluate(config, str(uninterrupted))
+
+
+def test_nonfinite_update_stops_the_run_naming_step_and_tensor_and_saves_nothing(tmp_path):
+    from jaxtrans.errors import TrainingStopped
+
+    config = tiny_config(6)
+    config.optimizer.schedule = "constant"
+    config.optimizer.learning_rate = float("inf")  # the first update overflows
+    with pytest.raises(TrainingStopped, match=r"step 1: the updated params\[.+\] is not finite"):
+        train_and_evaluate(config, str(tmp_path))
+    assert not [s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()]
+
+
+def test_nonfinite_updates_can_be_skipped_and_counted_keeping_a_finite_state(tmp_path):
+    config = tiny_config(3)
+    config.optimizer.schedule = "constant"
+    config.optimizer.learning_rate = float("inf")
+    config.train.on_nonfinite = "skip"
+    metrics = train_and_evaluate(config, str(tmp_path))
+    assert metrics["skipped_steps"] == 3
+    for leaf in final_params(tmp_path, 3):
+        assert np.isfinite(np.asarray(leaf)).all()
+
+
+def test_a_second_training_on_the_same_workdir_refuses(tmp_path):
+    import fcntl
+
+    from jaxtrans.errors import UserError
+
+    with open(tmp_path / ".lock", "w") as held:  # as a running training holds it
+        held.write("pid 12345")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(UserError, match="in use by a training run"):
+            train_and_evaluate(tiny_config(2), str(tmp_path))

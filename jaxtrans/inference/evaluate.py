@@ -9,7 +9,6 @@ models, DIR/checkpoints the parameters; reports go to DIR/eval unless --outdir.
 """
 
 import dataclasses
-import json
 import os
 import sys
 from typing import Any
@@ -27,6 +26,7 @@ from jaxtrans.inference.plots import plot_attention
 from jaxtrans.inference.report import evaluate_translations
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.workdir import load_run_config
 
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
@@ -54,21 +54,9 @@ class RestoredRun:
     checkpoint: str
 
 
-def _load_run_config(workdir: str) -> ml_collections.ConfigDict:
-    """DIR/config.json, the resolved config the training loop wrote."""
-    path = os.path.join(workdir, "config.json")
-    if not os.path.isfile(path):
-        raise UserError(f"{workdir}: no config.json; is this a jaxtrans workdir? check --workdir")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return ml_collections.ConfigDict(json.load(f))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path} is not valid JSON ({error}); restore it") from error
-
-
 def restore_run(workdir: str, checkpoint: str = "latest") -> RestoredRun:
     """Config, tokenizer and parameters (``latest``, a step, or ``avg:K``) of a workdir."""
-    run_config = _load_run_config(workdir)
+    run_config = load_run_config(workdir)
     try:
         model_config = TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:

@@ -5,6 +5,7 @@ Side effects (files, console, signals) live here; the step itself is pure (step.
 what is trained (tokenizer, model, batches, loss, evaluation) is the task's (tasks.py).
 """
 
+import fcntl
 import os
 import signal
 import time
@@ -16,14 +17,14 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.checkpoints import Checkpointer
-from jaxtrans.errors import UserError
+from jaxtrans.errors import TrainingStopped, UserError
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.metrics import MetricsWriter, Progress, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step import make_eval_step, make_train_step
 from jaxtrans.training.tasks import Task, load_task
-from jaxtrans.training.workdir import load_run_config, save_run_config
+from jaxtrans.workdir import load_run_config, save_run_config
 
 
 def check_resumable(task: Task, saved: ml_collections.ConfigDict, workdir: str) -> None:
@@ -41,6 +42,64 @@ def check_resumable(task: Task, saved: ml_collections.ConfigDict, workdir: str) 
             f"{workdir} was trained with {'; '.join(changed[:3])}; "
             "use the same model config to resume, or a new --workdir"
         )
+
+
+class WorkdirLock:
+    """An exclusive lock on DIR/.lock, so that two trainings never write one workdir."""
+
+    def __init__(self, workdir: str, enabled: bool = True):
+        self.path = os.path.join(workdir, ".lock")
+        self.enabled = enabled
+        self.file = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        self.file = open(self.path, "a+")  # noqa: SIM115 - held for the whole run
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            raise UserError(
+                f"{os.path.dirname(self.path)} is in use by a training run ({holder}); "
+                "wait for it to finish or use another --workdir"
+            ) from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"pid {os.getpid()}")
+        self.file.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if self.file is not None:
+            fcntl.flock(self.file, fcntl.LOCK_UN)
+            self.file.close()
+
+
+class NonFiniteError(TrainingStopped):
+    """The loss or a gradient became NaN or Inf (the update was skipped, nothing saved)."""
+
+
+def check_finite(pending: list[tuple[int, dict]], leaf_names: list[str], mode: str) -> int:
+    """Number of skipped (non-finite) steps among ``pending``; raises in ``stop`` mode."""
+    skipped = [(step, m) for step, m in pending if bool(m["nonfinite"])]
+    if skipped and mode == "stop":
+        step, metrics = skipped[0]
+        leaf, count = int(metrics["first_nonfinite_leaf"]), len(leaf_names)
+        if leaf < 0:
+            what = f"the loss ({float(metrics['loss']):g})"
+        elif leaf < count:
+            what = f"the gradient of params{leaf_names[leaf]}"
+        else:
+            what = f"the updated params{leaf_names[leaf - count]}"
+        raise NonFiniteError(
+            f"step {step}: {what} is not finite (NaN or Inf); the update was skipped and no "
+            "non-finite state was saved; lower the learning rate, or set "
+            "--config.train.on_nonfinite=skip to skip such steps and go on"
+        )
+    return len(skipped)
 
 
 def setup_compilation_cache(cache_dir: str) -> None:
@@ -92,7 +151,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     if not os.access(workdir, os.W_OK):
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
     setup_compilation_cache(config.train.compilation_cache_dir)
+    with WorkdirLock(workdir, enabled=is_main):
+        return _train(config, workdir, is_main)
 
+
+def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> dict[str, Any]:
     # What is trained: tokenizer, model, batches, loss.
     task = load_task(config, workdir)
     run_config = task.run_config
@@ -180,7 +243,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             "data": train_iter.get_state(),
             "model": {k: run_config.model.get(k) for k in task.shape_fields},
         }
-        checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
+        try:
+            checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
+        except Exception as error:  # orbax reports disk trouble with many exception types
+            raise UserError(
+                f"cannot write checkpoint {step} in {workdir}/checkpoints "
+                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}); free space or "
+                "fix permissions, then rerun to resume from the last complete checkpoint"
+            ) from error
+
+    def wait_for_checkpoints() -> None:
+        try:
+            checkpointer.wait()
+        except Exception as error:
+            raise UserError(
+                f"a checkpoint write in {workdir}/checkpoints failed "
+                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}); free space or "
+                "fix permissions, then rerun to resume from the last complete checkpoint"
+            ) from error
+
+    leaf_names = [
+        jax.tree_util.keystr(path)
+        for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
+    ]
+    skipped_total = 0
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
@@ -188,33 +274,44 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         is_main,
     )
     last_metrics: dict[str, Any] = {}
-    pending: list[dict[str, jax.Array]] = []
+    pending: list[tuple[int, dict[str, jax.Array]]] = []
     step = first_step
     window_start, window_steps = time.time(), 0
     with StopSignal() as stop:
         while step < num_steps:
             batch = global_batch(next(train_iter), batch_sharding)
             state, metrics = jit_train_step(state, batch)
-            pending.append(metrics)
             step += 1
+            pending.append((step, metrics))
             window_steps += 1
-            if step % config.train.log_every == 0 or step == num_steps or stop.received:
-                jax.block_until_ready(pending[-1])  # time the work, not its dispatch
+            checkpoint_due = (
+                step % config.train.checkpoint_every == 0 or step == num_steps or stop.received
+            )
+            if (
+                step % config.train.log_every == 0
+                or step == num_steps
+                or stop.received
+                or checkpoint_due
+            ):
+                jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
+                pending = jax.device_get(pending)
+                skipped_total += check_finite(pending, leaf_names, config.train.on_nonfinite)
                 last_metrics = log_window(
-                    pending,
+                    [m for _, m in pending],
                     time.time() - window_start,
                     window_steps,
                     step_flops,
                     peak,
                     train_iter.stats(),
                 )
+                last_metrics["skipped_steps"] = skipped_total
                 writer.write(step, last_metrics)
                 progress.log(step, last_metrics)
                 pending, window_start, window_steps = [], time.time(), 0
-            if step % config.train.checkpoint_every == 0 or step == num_steps or stop.received:
+            if checkpoint_due:
                 save(step)
             if stop.received:
-                checkpointer.wait()
+                wait_for_checkpoints()
                 say(
                     f"{stop.received}: saved checkpoint {step}; rerun the command to resume",
                     is_main,
@@ -234,7 +331,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                         is_main,
                     )
                 window_start = time.time()  # evaluation time is not training throughput
-    checkpointer.wait()
+    wait_for_checkpoints()
     checkpointer.close()
     writer.close()
     return last_metrics
@@ -249,11 +346,11 @@ def log_window(
     data_stats: dict[str, float],
 ) -> dict[str, Any]:
     """Means over the steps since the last log; throughput over the window's wall time."""
-    fetched = jax.device_get(pending)
+    fetched = [m for m in jax.device_get(pending) if not m["nonfinite"]] or jax.device_get(pending)
     record = {
         key: float(np.mean([m[key] for m in fetched]))
         for key in fetched[0]
-        if key not in ("tokens", "lr")
+        if key not in ("tokens", "lr", "nonfinite", "first_nonfinite_leaf")
     }
     if "nll" in record:
         record["perplexity"] = float(np.exp(min(record["nll"], 50.0)))
@@ -269,8 +366,6 @@ def log_window(
         record["padding_fraction"] = data_stats["mean_padding_fraction"]
     if "pairs_dropped_too_long" in data_stats:
         record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
-    if not np.isfinite(record["loss"]):
-        raise FloatingPointError(f"the training loss became {record['loss']}")
     return record
 
 

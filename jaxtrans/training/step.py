@@ -60,7 +60,24 @@ def make_train_step(
         metrics = task.summarize(sums)
         metrics["grad_norm"] = optax.tree.norm(grads)
         metrics["lr"] = schedule(state.step)
-        new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+        # A NaN or Inf in the loss, a gradient or an updated parameter leaves the state as
+        # it was: the update is skipped, and the metrics say so and name the first bad
+        # tensor (index into gradients then updated parameters; -1: only the loss), for
+        # the loop to stop or count.
+        leaf_finite = jnp.stack(
+            [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(grads) + jax.tree.leaves(params)]
+        )
+        finite = jnp.all(leaf_finite) & jnp.isfinite(metrics["loss"])
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
+        metrics["nonfinite"] = jnp.logical_not(finite)
+        metrics["first_nonfinite_leaf"] = jnp.where(
+            jnp.all(leaf_finite), -1, jnp.argmin(leaf_finite)
+        )
+        new_state = state.replace(
+            step=state.step + 1,
+            params=keep(params, state.params),
+            opt_state=keep(opt_state, state.opt_state),
+        )
         return new_state, metrics
 
     return train_step
