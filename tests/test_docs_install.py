@@ -1,0 +1,68 @@
+"""`pip install -e .` gives the console scripts the README names, and they are the programs
+of train.py, evaluate.py and python -m jaxtrans.plot."""
+
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sysconfig
+import tomllib
+
+import pytest
+
+import jaxtrans.inference.evaluate
+import jaxtrans.plot
+import jaxtrans.training.cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = {
+    "jaxtrans-train": jaxtrans.training.cli.main,
+    "jaxtrans-evaluate": jaxtrans.inference.evaluate.main,
+    "jaxtrans-plot": jaxtrans.plot.main,
+}
+
+
+def installed_scripts() -> dict[str, importlib.metadata.EntryPoint]:
+    distribution = importlib.metadata.distribution("jaxtrans")
+    return {ep.name: ep for ep in distribution.entry_points if ep.group == "console_scripts"}
+
+
+def test_installed_console_scripts_are_those_of_pyproject():
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        declared = tomllib.load(f)["project"]["scripts"]
+    installed = {name: ep.value for name, ep in installed_scripts().items()}
+    assert installed == declared, "reinstall: pip install -c constraints.txt -e ."
+    assert set(declared) == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_console_script_runs_the_same_function_as_the_program(name):
+    assert installed_scripts()[name].load() is SCRIPTS[name]
+
+
+@pytest.mark.parametrize("program", ["train.py", "evaluate.py"])
+def test_train_py_and_evaluate_py_call_the_console_script_functions(program):
+    spec = importlib.util.spec_from_file_location(program[:-3], os.path.join(REPO, program))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not __main__: defines main, runs nothing
+    assert module.main is SCRIPTS[f"jaxtrans-{program[:-3]}"]
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_console_script_help_prints_usage_and_exits_0(name, capsys):
+    script = os.path.join(sysconfig.get_path("scripts"), name)
+    assert os.access(script, os.X_OK), f"{script} missing: pip install -c constraints.txt -e ."
+    with pytest.raises(SystemExit) as exit_info:
+        installed_scripts()[name].load()([name, "--help"])
+    assert exit_info.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "usage:" in out
+    assert ("DIR" if name == "jaxtrans-plot" else "--workdir DIR") in out
+
+
+def test_installed_script_runs_as_a_command():
+    # One real run of a generated wrapper (the lightest program: no JAX import).
+    script = os.path.join(sysconfig.get_path("scripts"), "jaxtrans-plot")
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
