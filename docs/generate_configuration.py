@@ -133,7 +133,7 @@ def comment_at(path: str, line: int) -> str:
     return " ".join(c.lstrip("#").strip() for c in inline)
 
 
-def describe(assignments: Assignments, node: Any, key: str) -> str:
+def describe(assignments: Assignments, node: ml_collections.ConfigDict, key: str) -> str:
     """The comment of the first assignment of node.key that has one."""
     for path, line in assignments.sites.get((id(node), key), []):
         text = comment_at(path, line)
@@ -160,7 +160,7 @@ def entries(config: ml_collections.ConfigDict, assignments: Assignments) -> dict
     """Every leaf key with its description, ordered as the config code first set it."""
     found: dict[str, Entry] = {}
 
-    def walk(node, prefix: str, order: tuple[int, ...]) -> None:
+    def walk(node: ml_collections.ConfigDict, prefix: str, order: tuple[int, ...]) -> None:
         for key, value in node.items():
             position = (*order, assignments.order.get((id(node), key), 10**9))
             if isinstance(value, ml_collections.ConfigDict):
@@ -173,7 +173,10 @@ def entries(config: ml_collections.ConfigDict, assignments: Assignments) -> dict
     return found
 
 
-def section_descriptions(config, assignments: Assignments) -> dict[str, str]:
+def section_descriptions(
+    config: ml_collections.ConfigDict, assignments: Assignments
+) -> dict[str, str]:
+    """{section key: the comment of the line that set the section}."""
     return {
         key: describe(assignments, config, key)
         for key, value in config.items()
@@ -225,6 +228,7 @@ def generate() -> str:
 
 
 def replace_generated(text: str, generated: str) -> str:
+    """``text`` with the part between the markers replaced by ``generated``."""
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{REFERENCE}: the BEGIN/END markers are missing")
     head, rest = text.split(BEGIN, 1)

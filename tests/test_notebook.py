@@ -76,7 +76,7 @@ def test_every_code_cell_is_plain_python():
 def test_notebook_covers_install_devices_tfds_mesh_tensorboard_training_and_bleu():
     code = "\n".join(source(c) for c in load_notebook()["cells"] if c["cell_type"] == "code")
     for needed in (
-        "pip install -q -c constraints.txt -e",
+        "pip install -q -e '.[tfds]'",
         '"jax[tpu]"',
         '"jax[cuda12]"',
         "jax.devices()",
