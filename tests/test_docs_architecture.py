@@ -1,0 +1,42 @@
+"""docs/architecture.md's map of the folders names every module of jaxtrans, and only
+files that exist."""
+
+import glob
+import os
+import re
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def mapped_files() -> set[str]:
+    """Paths named in the first code block of docs/architecture.md: ``jaxtrans/pkg/`` lines
+    open a package, and a bare ``name.py`` on the lines below belongs to it."""
+    with open(os.path.join(REPO, "docs", "architecture.md"), encoding="utf-8") as f:
+        block = re.search(r"^```\n(.*?)^```", f.read(), re.M | re.S).group(1)
+    found: set[str] = set()
+    package = ""
+    for line in block.splitlines():
+        opened = re.match(r"(jaxtrans/\w+/)", line)
+        if opened:
+            package = opened.group(1)
+            continue  # the package's own line describes it; its files follow
+        if not line.startswith(" "):
+            package = ""  # a top-level entry ends the package
+        for name in re.findall(r"[\w/.]*\w\.(?:py|ipynb)\b", line):
+            found.add(name if "/" in name else package + name)
+    return found
+
+
+def test_every_module_of_jaxtrans_is_on_the_map():
+    modules = {
+        os.path.relpath(path, REPO)
+        for path in glob.glob(os.path.join(REPO, "jaxtrans", "**", "*.py"), recursive=True)
+        if os.path.basename(path) != "__init__.py"
+    }
+    missing = sorted(modules - mapped_files())
+    assert not missing, f"add a line for each to docs/architecture.md: {missing}"
+
+
+def test_every_file_on_the_map_exists():
+    stale = sorted(p for p in mapped_files() if not os.path.exists(os.path.join(REPO, p)))
+    assert not stale, f"docs/architecture.md names files that do not exist: {stale}"
