@@ -1,5 +1,13 @@
 """Models built from jaxtrans.nn blocks."""
 
+from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining, BertModel
 from jaxtrans.models.transformer import Transformer, TransformerConfig
 
-__all__ = ["Transformer", "TransformerConfig"]
+__all__ = [
+    "BertConfig",
+    "BertForClassification",
+    "BertForPretraining",
+    "BertModel",
+    "Transformer",
+    "TransformerConfig",
+]

@@ -52,8 +52,9 @@ def make_mesh(config: ml_collections.ConfigDict, devices=None) -> Mesh:
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Batches [batch, length]: rows split over data and fsdp, length whole."""
-    return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), None))
+    """Batch arrays of any rank ([batch], [batch, length], ...): rows split over data and
+    fsdp, the other dimensions whole."""
+    return NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

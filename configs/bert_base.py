@@ -1,0 +1,113 @@
+"""BERT-base pretraining (Devlin et al. 2019): 768/12/3072, 12 layers, masked LM + NSP.
+
+AdamW (beta2 0.999, eps 1e-6, weight decay 0.01 on matrices only, not on biases or
+LayerNorm), peak learning rate 1e-4 with 10k linear warm-up steps then linear decay to 0,
+256 sequences of 128 tokens per step, 1M steps, dropout 0.1, gradients clipped at 1.0.
+(BERT trains the last 10% of its steps at length 512: resume with
+--config.data.max_seq_length=512 --config.data.max_predictions_per_seq=80.)
+
+    python train.py --config configs/bert_base.py --workdir runs/bert_base \\
+        --config.data.train=wiki.txt.gz,books.txt.gz --config.data.dev=heldout.txt
+
+Text: one sentence a line, a blank line between documents. Without data.train the
+built-in demo corpus is used (see configs/bert_demo.py). The SentencePiece vocabulary is
+trained into the workdir, or --config.data.hf_checkpoint=DIR uses a checkpoint's vocab.txt.
+"""
+
+import ml_collections
+
+from configs import base
+from jaxtrans.data.bert_config import get_bert_data_config
+
+
+def get_model_config() -> ml_collections.ConfigDict:
+    """Fields of jaxtrans.models.bert.BertConfig; vocab_size and pad_id come from the
+    tokenizer."""
+    model = ml_collections.ConfigDict()
+    # Width of the residual stream (hidden_size).
+    model.d_model = 768
+    # Attention heads.
+    model.num_heads = 12
+    # Feed-forward hidden width (intermediate_size).
+    model.d_ff = 3072
+    # Encoder layers.
+    model.num_layers = 12
+    # Token types (segments A and B).
+    model.type_vocab_size = 2
+    # Dropout on embeddings and residual branches (hidden_dropout_prob).
+    model.dropout_rate = 0.1
+    # Dropout on attention weights (attention_probs_dropout_prob).
+    model.attention_dropout_rate = 0.1
+    # Dropout after the feed-forward activation (BERT has none).
+    model.activation_dropout_rate = 0.0
+    # Dropout before a classifier head (None = dropout_rate).
+    model.classifier_dropout_rate = None
+    # Feed-forward activation: gelu (exact, BERT) | gelu_tanh | relu.
+    model.activation = "gelu"
+    # LayerNorm placement: post (BERT) | pre.
+    model.norm = "post"
+    # Positions: learned (BERT) | sinusoidal | rope.
+    model.position = "learned"
+    # RoPE frequency base (position = rope only).
+    model.rope_base = 10000.0
+    # Rows of the learned position table: the longest sequence the model can take.
+    model.max_len = 512
+    # LayerNorm epsilon.
+    model.layer_norm_epsilon = 1e-12
+    # Classes of a classification head (unused in pretraining).
+    model.num_labels = 2
+    # Attention kernel: xla | fused (jax.nn.dot_product_attention; needs attention dropout 0).
+    model.attention_impl = "xla"
+    # Recompute layer activations in the backward pass to save memory.
+    model.remat = False
+    # Compute dtype: float32, or bfloat16 on GPU/TPU (parameters stay float32).
+    model.dtype = "float32"
+    # Parameter storage dtype.
+    model.param_dtype = "float32"
+    return model
+
+
+def get_eval_config() -> ml_collections.ConfigDict:
+    evaluation = ml_collections.ConfigDict()
+    # Examples per evaluation batch.
+    evaluation.batch_size = 64
+    # Held-out pretraining batches per evaluation (the same examples every time).
+    evaluation.num_batches = 16
+    return evaluation
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+    # What is trained: translation | bert_pretraining | bert_classification.
+    config.task = "bert_pretraining"
+    # Seed of parameter initialisation, dropout, example making and shuffling.
+    config.seed = 0
+    # Model shape and regularisation.
+    config.model = get_model_config()
+    # Text, tokenizer, masking and batching (jaxtrans.data.bert_config).
+    config.data = get_bert_data_config()
+    config.data.vocab_size = 30_000
+    config.data.character_coverage = 0.9995
+    config.data.max_seq_length = 128
+    config.data.max_predictions_per_seq = 20
+    config.data.batch_size = 256
+    # Optimizer and learning-rate schedule.
+    config.optimizer = base.get_optimizer_config()
+    config.optimizer.name = "adamw"
+    config.optimizer.b2 = 0.999
+    config.optimizer.eps = 1e-6
+    config.optimizer.weight_decay = 0.01
+    config.optimizer.schedule = "linear"
+    config.optimizer.learning_rate = 1e-4
+    config.optimizer.warmup_steps = 10_000
+    config.optimizer.clip_norm = 1.0
+    # Steps, logging, checkpoints.
+    config.train = base.get_train_config()
+    config.train.num_steps = 1_000_000
+    config.train.checkpoint_every = 10_000
+    config.train.eval_every = 10_000
+    # Device mesh.
+    config.mesh = base.get_mesh_config()
+    # Held-out MLM/NSP evaluation.
+    config.eval = get_eval_config()
+    return config

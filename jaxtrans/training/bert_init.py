@@ -1,0 +1,168 @@
+"""Where a BERT run's tokenizer and starting weights come from.
+
+Every BERT workdir keeps its tokenizer in ``WORKDIR/bert_tokenizer/``: ``spm.model`` (a
+SentencePiece model jaxtrans trained on the pretraining text) or ``vocab.txt`` with
+``tokenizer_config.json`` (the WordPiece vocabulary of a Hugging Face checkpoint, copied
+there). A workdir therefore evaluates and fine-tunes without the files it started from.
+
+Fine-tuning starts from ``--config.init_from=PATH``, one of
+
+- a jaxtrans BERT workdir (``config.json`` with ``task`` bert_pretraining or
+  bert_classification, ``bert_tokenizer/``, ``checkpoints/``): the encoder of its latest
+  checkpoint and its tokenizer;
+- a Hugging Face BERT checkpoint directory (``config.json`` with ``model_type`` bert, the
+  weights, ``vocab.txt``): its encoder and its WordPiece vocabulary.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxtrans import checkpoints
+from jaxtrans.data.bert_tokenizer import (
+    MODEL_FILE,
+    TOKENIZER_DIR,
+    BertTokenizer,
+    SentencePieceBertTokenizer,
+)
+from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.errors import UserError
+from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining
+from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+BERT_TASKS = ("bert_pretraining", "bert_classification")
+
+
+def tokenizer_dir(workdir: str | Path) -> Path:
+    return Path(workdir) / TOKENIZER_DIR
+
+
+def has_run_tokenizer(workdir: str | Path) -> bool:
+    directory = tokenizer_dir(workdir)
+    return (directory / MODEL_FILE).is_file() or (directory / VOCAB_FILE).is_file()
+
+
+def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
+    """The tokenizer kept in ``WORKDIR/bert_tokenizer/`` (SentencePiece or WordPiece)."""
+    directory = tokenizer_dir(workdir)
+    if (directory / MODEL_FILE).is_file():
+        return SentencePieceBertTokenizer(directory / MODEL_FILE)
+    if (directory / VOCAB_FILE).is_file():
+        return WordPieceTokenizer.from_huggingface(directory)
+    raise UserError(
+        f"{directory} holds neither {MODEL_FILE} nor {VOCAB_FILE}; is {workdir} a BERT workdir?"
+    )
+
+
+def install_tokenizer(files: list[Path], workdir: str | Path) -> BertTokenizer:
+    """Copy tokenizer files into ``WORKDIR/bert_tokenizer/`` (atomically) and load them."""
+    target = tokenizer_dir(workdir)
+    if not has_run_tokenizer(workdir):
+        os.makedirs(workdir, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=".bert-tokenizer-", dir=workdir)
+        try:
+            for file in files:
+                shutil.copyfile(file, os.path.join(scratch, file.name))
+            try:
+                os.rename(scratch, target)
+            except OSError:
+                if not has_run_tokenizer(workdir):  # another process finished first: keep it
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return load_run_tokenizer(workdir)
+
+
+def huggingface_tokenizer_files(directory: str | Path) -> list[Path]:
+    """vocab.txt and, when present, tokenizer_config.json of a checkpoint directory."""
+    directory = Path(directory)
+    if not (directory / VOCAB_FILE).is_file():
+        raise UserError(
+            f"{directory} has no {VOCAB_FILE}; the WordPiece vocabulary must come with the "
+            "checkpoint (save the tokenizer with save_pretrained too)"
+        )
+    optional = directory / TOKENIZER_CONFIG_FILE
+    return [directory / VOCAB_FILE] + ([optional] if optional.is_file() else [])
+
+
+@dataclasses.dataclass(frozen=True)
+class InitSource:
+    """A checkpoint to fine-tune from.
+
+    config: the BertConfig it was trained with (its shapes are the fine-tuned model's).
+    tokenizer_files: the files to copy into the new workdir's ``bert_tokenizer/``.
+    """
+
+    path: Path
+    kind: Literal["jaxtrans", "huggingface"]
+    config: BertConfig
+    tokenizer_files: tuple[Path, ...]
+    # For a jaxtrans workdir: the task it was trained with.
+    task: str = ""
+
+    def encoder_params(self) -> dict[str, Any]:
+        """``{"bert": ...}``: embeddings, encoder and pooler as numpy float arrays."""
+        if self.kind == "huggingface":
+            return {"bert": from_huggingface(self.path).params["bert"]}
+        model_class = (
+            BertForPretraining if self.task == "bert_pretraining" else BertForClassification
+        )
+        model = model_class(self.config)
+        ids = jnp.ones((1, 2), jnp.int32)
+        abstract = jax.eval_shape(lambda: nn.unbox(model.init(jax.random.key(0), ids))["params"])
+        params, _, _ = checkpoints.restore_params(str(self.path), abstract, "latest")
+        return {"bert": params["bert"]}
+
+
+def _checkpoint_steps(workdir: Path) -> list[int]:
+    directory = Path(checkpoints.checkpoint_dir(str(workdir)))
+    if not directory.is_dir():
+        return []
+    return [int(entry.name) for entry in directory.iterdir() if entry.name.isdigit()]
+
+
+def init_source(path: str) -> InitSource:
+    """Inspect ``--config.init_from=PATH`` (reads config files only, not the weights)."""
+    flag = f"--config.init_from={path}"
+    help_ = "give a BERT pretraining workdir or a Hugging Face BERT checkpoint directory"
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"{flag}: no such directory; {help_}")
+    config_file = directory / "config.json"
+    try:
+        saved = json.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{flag}: the directory holds no config.json; {help_}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{flag}: {config_file} is not valid JSON ({error})") from None
+    if "model_type" in saved:
+        return InitSource(
+            path=directory,
+            kind="huggingface",
+            config=bert_config_from_huggingface(saved),
+            tokenizer_files=tuple(huggingface_tokenizer_files(directory)),
+        )
+    task = saved.get("task", "translation") if "model" in saved else None
+    if task not in BERT_TASKS:
+        kind = f"a {task} workdir" if task else "neither a jaxtrans workdir nor a checkpoint"
+        raise UserError(f"{flag} is {kind}; {help_}")
+    if not _checkpoint_steps(directory):
+        raise UserError(f"{flag}: the workdir has no checkpoint yet; train it first")
+    try:
+        config = BertConfig.from_dict(saved["model"])
+    except (ValueError, TypeError) as error:
+        raise UserError(f"{flag}: config.json model: {error}") from None
+    files = sorted(p for p in tokenizer_dir(directory).glob("*") if p.is_file())
+    if not has_run_tokenizer(directory):
+        raise UserError(f"{flag}: the workdir has no {TOKENIZER_DIR}/ tokenizer")
+    return InitSource(directory, "jaxtrans", config, tuple(files), task)

@@ -1,0 +1,573 @@
+"""BERT in the training loop: pretraining through train.py with MLM/NSP metrics, exact
+resume, fine-tuning from a Hugging Face checkpoint and from a pretraining workdir,
+evaluation reports checked against NumPy, init_from errors, GLUE from TFDS, BERT-base
+shapes and step FLOPs."""
+
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+import torch
+import transformers
+from orbax.checkpoint import args as ocp_args
+
+from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.data.classification import EncodeExample, pad_example, read_labelled_texts
+from jaxtrans.errors import UserError
+from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
+from jaxtrans.training import train_and_evaluate
+from jaxtrans.training.bert_evaluation import evaluate_bert_workdir
+from jaxtrans.training.bert_tasks import BertPretrainingTask, bert_config
+from jaxtrans.training.tasks import load_task
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from configs import bert_base, bert_classify, bert_demo  # noqa: E402
+
+# configs/bert_demo.py shrunk to seconds; the same overrides go to train.py as flags.
+TINY_PRETRAINING = {
+    "model.d_model": 32,
+    "model.num_heads": 2,
+    "model.d_ff": 64,
+    "model.num_layers": 1,
+    "model.max_len": 32,
+    "data.demo_documents": 200,
+    "data.vocab_size": 200,
+    "data.demo_dev_documents": 20,
+    "data.max_seq_length": 32,
+    "data.max_predictions_per_seq": 5,
+    "data.batch_size": 8,
+    "data.read_threads": 1,
+    # Constant, so that the 4-step run of the resume test has the 6-step run's rates.
+    "optimizer.schedule": "constant",
+    "optimizer.learning_rate": 1e-3,
+    "train.log_every": 1,
+    "train.checkpoint_every": 3,
+    "train.eval_every": 6,
+    "train.async_checkpoints": False,
+    "eval.batch_size": 16,
+    "eval.num_batches": 1,
+}
+PRETRAINING_STEPS = 6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache(tmp_path_factory):
+    """One persistent XLA cache for this module's runs, so that a run does not compile again
+    what an earlier run compiled; the process's cache settings are restored afterwards."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    saved = {
+        name: getattr(jax.config, name)
+        for name in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    }
+    TINY_PRETRAINING["train.compilation_cache_dir"] = str(tmp_path_factory.mktemp("xla_cache"))
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    cc.reset_cache()
+
+
+def tiny_pretraining_config(num_steps: int):
+    config = bert_demo.get_config()
+    config.update_from_flattened_dict({**TINY_PRETRAINING, "train.num_steps": num_steps})
+    return config
+
+
+def read_records(workdir, split="train"):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    if split == "train":
+        return [r for r in records if "split" not in r]
+    return [r for r in records if r.get("split") == split]
+
+
+def checkpoint_params(workdir, step):
+    """The parameters of a checkpoint, read with orbax directly (nested dict of arrays)."""
+    checkpointer = Checkpointer(str(workdir), read_only=True)
+    try:
+        restored = checkpointer.manager.restore(
+            step, args=ocp_args.Composite(params=ocp_args.StandardRestore())
+        )
+        return jax.tree.map(np.asarray, restored["params"])
+    finally:
+        checkpointer.close()
+
+
+def assert_trees_equal(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+# ---------------------------------------------------------------------------------------
+# Pretraining
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """configs/bert_demo.py (tiny) trained through train.py, as a user runs it."""
+    workdir = tmp_path_factory.mktemp("bert_pretraining")
+    flags = [f"--config.{k}={v}" for k, v in TINY_PRETRAINING.items()]
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config", "configs/bert_demo.py", "--workdir",
+         str(workdir), f"--config.train.num_steps={PRETRAINING_STEPS}", *flags],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir
+
+
+def test_train_py_pretrains_bert_demo_and_logs_mlm_and_nsp_metrics(pretrained):
+    records = read_records(pretrained)
+    assert [r["step"] for r in records] == list(range(1, PRETRAINING_STEPS + 1))
+    for record in records:
+        for key in ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy", "lr", "grad_norm"):
+            assert np.isfinite(record[key]), (key, record)
+        assert record["loss"] == pytest.approx(record["mlm_loss"] + record["nsp_loss"], rel=1e-6)
+        assert 0 <= record["mlm_accuracy"] <= 1 and 0 <= record["nsp_accuracy"] <= 1
+    (dev,) = read_records(pretrained, "dev")
+    assert dev["step"] == PRETRAINING_STEPS and {"mlm_accuracy", "nsp_accuracy"} <= set(dev)
+    events = b"".join(path.read_bytes() for path in (pretrained / "tensorboard").iterdir())
+    for tag in (b"train/mlm_loss", b"train/nsp_accuracy", b"dev/mlm_accuracy"):
+        assert tag in events
+    with open(os.path.join(pretrained, "config.json")) as f:
+        saved = json.load(f)
+    assert saved["task"] == "bert_pretraining"
+    import sentencepiece as spm
+
+    pieces = spm.SentencePieceProcessor(
+        model_file=str(pretrained / "bert_tokenizer" / "spm.model")
+    ).get_piece_size()
+    assert saved["model"]["vocab_size"] == pieces and saved["model"]["d_model"] == 32
+
+
+def test_resumed_pretraining_continues_with_identical_losses(pretrained, tmp_path):
+    train_and_evaluate(tiny_pretraining_config(4), str(tmp_path))  # checkpoints 3 and 4
+    train_and_evaluate(tiny_pretraining_config(PRETRAINING_STEPS), str(tmp_path))  # resumes
+    straight, resumed = read_records(pretrained), read_records(tmp_path)
+    assert [r["step"] for r in resumed] == list(range(1, PRETRAINING_STEPS + 1))
+    for a, b in zip(straight, resumed, strict=True):
+        for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "grad_norm"):
+            assert a[key] == b[key], (key, a, b)
+    assert_trees_equal(
+        checkpoint_params(pretrained, PRETRAINING_STEPS),
+        checkpoint_params(tmp_path, PRETRAINING_STEPS),
+    )
+
+
+def log_softmax(logits):
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def test_pretraining_evaluation_report_equals_numpy(pretrained):
+    report = evaluate_bert_workdir(str(pretrained), split="dev")
+    path = pretrained / "eval" / f"dev-step{PRETRAINING_STEPS}.json"
+    assert json.loads(path.read_text()) == report
+
+    with open(pretrained / "config.json") as f:
+        run_config = json.load(f)
+    task = BertPretrainingTask.from_run(ml_collections.ConfigDict(run_config), str(pretrained))
+    params = checkpoint_params(pretrained, PRETRAINING_STEPS)
+    model = jax.jit(BertForPretraining(bert_config(run_config["model"])).apply)
+    mlm_nll, mlm_correct, nsp_nll, nsp_correct, predictions, examples = 0, 0, 0, 0, 0, 0
+    for batch in task.split_batches("dev"):
+        mlm, nsp = model(
+            {"params": params}, batch["input_ids"], batch["token_type_ids"],
+            batch["attention_mask"], batch["masked_positions"],
+        )  # fmt: skip
+        weights = batch["masked_weights"]
+        mlm_lp = log_softmax(mlm)
+        picked = np.take_along_axis(mlm_lp, batch["masked_ids"][..., None], -1)[..., 0]
+        mlm_nll -= (picked * weights).sum()
+        mlm_correct += ((mlm_lp.argmax(-1) == batch["masked_ids"]) * weights).sum()
+        predictions += weights.sum()
+        nsp_lp = log_softmax(nsp)
+        labels = batch["next_sentence_label"]
+        nsp_nll -= nsp_lp[np.arange(len(labels)), labels].sum()
+        nsp_correct += (nsp_lp.argmax(-1) == labels).sum()
+        examples += len(labels)
+    assert report["examples"] == examples == 16
+    assert report["mlm_accuracy"] == pytest.approx(mlm_correct / predictions, abs=1e-6)
+    assert report["nsp_accuracy"] == pytest.approx(nsp_correct / examples, abs=1e-6)
+    assert report["mlm_loss"] == pytest.approx(mlm_nll / predictions, rel=1e-5)
+    assert report["nsp_loss"] == pytest.approx(nsp_nll / examples, rel=1e-5)
+    # The loop's own dev evaluation at that step scored the same batches with the same code.
+    (dev,) = read_records(pretrained, "dev")
+    assert dev["mlm_accuracy"] == pytest.approx(report["mlm_accuracy"], abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# Fine-tuning
+
+
+def classification_config(init_from, train, dev, **overrides):
+    config = bert_classify.get_config()
+    config.init_from = str(init_from)
+    config.data.classification_train = str(train)
+    config.data.classification_dev = str(dev)
+    config.update_from_flattened_dict(
+        {
+            "data.max_seq_length": 24,
+            "data.batch_size": 16,
+            "data.read_threads": 1,
+            "optimizer.schedule": "constant",
+            "optimizer.learning_rate": 3e-3,
+            "train.log_every": 1,
+            "train.checkpoint_every": 100,
+            "train.async_checkpoints": False,
+            "train.compilation_cache_dir": TINY_PRETRAINING["train.compilation_cache_dir"],
+            "eval.batch_size": 16,
+            **overrides,
+        }
+    )
+    return config
+
+
+WORDS = ["the", "a", "movie", "film", "plot", "actor", "was", "is", "very", "quite"]
+
+
+def write_sentiment_tsv(path, rows: int, seed: int) -> None:
+    """label pos iff the text holds "good", neg iff it holds "bad"; filler words around."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(rows):
+        label = "pos" if i % 2 else "neg"
+        words = list(rng.choice(WORDS, size=6)) + ["good" if label == "pos" else "bad"]
+        rng.shuffle(words)
+        lines.append(f"{label}\t{' '.join(words)}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def huggingface_checkpoint(tmp_path_factory):
+    """A small random BertForPreTraining saved with save_pretrained, plus its vocab.txt;
+    every parameter is perturbed so that a weight left at its initial value shows. Its
+    shapes are the tiny pretraining model's, so the two fine-tuning runs compile once."""
+    directory = tmp_path_factory.mktemp("hf_bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", *WORDS]
+    vocab += [f"[unused{i}]" for i in range(TINY_PRETRAINING["data.vocab_size"] - len(vocab))]
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=TINY_PRETRAINING["model.d_model"],
+        num_attention_heads=TINY_PRETRAINING["model.num_heads"],
+        intermediate_size=TINY_PRETRAINING["model.d_ff"],
+        num_hidden_layers=TINY_PRETRAINING["model.num_layers"],
+        max_position_embeddings=TINY_PRETRAINING["model.max_len"],
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(config)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    model.eval().save_pretrained(directory)
+    return model, directory
+
+
+@pytest.fixture(scope="module")
+def sentiment_files(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("sentiment")
+    write_sentiment_tsv(directory / "train.tsv", 64, seed=0)
+    write_sentiment_tsv(directory / "dev.tsv", 20, seed=1)
+    return directory / "train.tsv", directory / "dev.tsv"
+
+
+def test_fine_tuning_from_huggingface_starts_from_exactly_its_weights(
+    huggingface_checkpoint, sentiment_files, tmp_path
+):
+    reference, directory = huggingface_checkpoint
+    task = load_task(classification_config(directory, *sentiment_files), str(tmp_path))
+    fresh = jax.jit(lambda key: nn.unbox(task.init_params(key)))(jax.random.key(0))
+    params = task.initial_params(fresh)
+
+    state = {k: v.detach().numpy() for k, v in reference.state_dict().items()}
+    bert = params["bert"]
+    np.testing.assert_array_equal(
+        bert["word_embeddings"]["embedding"], state["bert.embeddings.word_embeddings.weight"]
+    )
+    np.testing.assert_array_equal(
+        bert["encoder"]["layer_0"]["feed_forward"]["wi"]["kernel"],
+        state["bert.encoder.layer.0.intermediate.dense.weight"].T,
+    )
+    np.testing.assert_array_equal(
+        bert["encoder"]["layer_0"]["self_attention_norm"]["bias"],
+        state["bert.encoder.layer.0.attention.output.LayerNorm.bias"],
+    )
+    np.testing.assert_array_equal(bert["pooler"]["kernel"], state["bert.pooler.dense.weight"].T)
+    # Every encoder weight: our encoder with the grafted weights computes Hugging Face's.
+    ids = np.array([[2, 5, 9, 12, 3, 6, 7, 3, 0, 0], [2, 8, 6, 3, 0, 0, 0, 0, 0, 0]])
+    types = np.array([[0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0] * 10])
+    mask = (ids != 0).astype(np.int32)
+    encoder = jax.jit(BertModel(task.model_config).apply)
+    sequence, pooled = encoder({"params": bert}, ids, types, mask)
+    with torch.no_grad():
+        expected = reference.bert(
+            input_ids=torch.tensor(ids), token_type_ids=torch.tensor(types),
+            attention_mask=torch.tensor(mask),
+        )  # fmt: skip
+    np.testing.assert_allclose(sequence, expected.last_hidden_state.numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(pooled, expected.pooler_output.numpy(), atol=1e-5, rtol=0)
+    # The new classifier head keeps its fresh initialisation.
+    assert_trees_equal(params["classifier"], fresh["classifier"])
+    assert task.model_config.num_labels == 2 and task.labels == ["neg", "pos"]
+    # The tokenizer is the checkpoint's vocabulary, copied into the workdir.
+    assert (tmp_path / "bert_tokenizer" / "vocab.txt").read_text() == (
+        directory / "vocab.txt"
+    ).read_text()
+    assert task.tokenizer.encode("the good movie") == [7, 5, 9]
+
+
+def test_fine_tuning_from_huggingface_lowers_the_loss_on_a_labelled_tsv(
+    huggingface_checkpoint, sentiment_files, tmp_path
+):
+    _, directory = huggingface_checkpoint
+    config = classification_config(directory, *sentiment_files)
+    config.train.num_steps = 30
+    config.train.eval_every = 30
+    train_and_evaluate(config, str(tmp_path))
+    losses = [r["loss"] for r in read_records(tmp_path)]
+    assert len(losses) == 30
+    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
+    (dev,) = read_records(tmp_path, "dev")
+    assert dev["accuracy"] >= 0.9 and dev["f1"] >= 0.9, dev
+
+
+def write_animal_tsv(path, rows: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    names, colors = ["Mira", "Tomas", "Lena", "Oskar"], ["brown", "red", "grey", "white"]
+    lines = []
+    for i in range(rows):
+        animal = ["fox", "owl"][i % 2]
+        name, color = rng.choice(names), rng.choice(colors)
+        lines.append(f"{animal}\t{name} is a small {animal} with {color} fur.\t{name} is happy.")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_fine_tuning_from_a_pretraining_workdir_grafts_its_encoder_and_tokenizer(
+    pretrained, tmp_path
+):
+    write_animal_tsv(tmp_path / "train.tsv", 32, seed=0)
+    write_animal_tsv(tmp_path / "dev.tsv", 20, seed=1)
+    workdir = tmp_path / "run"
+    config = classification_config(pretrained, tmp_path / "train.tsv", tmp_path / "dev.tsv")
+    task = load_task(config, str(workdir))
+    fresh = jax.jit(lambda key: nn.unbox(task.init_params(key)))(jax.random.key(1))
+    params = task.initial_params(fresh)
+    assert_trees_equal(params["bert"], checkpoint_params(pretrained, PRETRAINING_STEPS)["bert"])
+    assert (workdir / "bert_tokenizer" / "spm.model").read_bytes() == (
+        pretrained / "bert_tokenizer" / "spm.model"
+    ).read_bytes()
+    assert task.model_config == bert_config(
+        json.loads((pretrained / "config.json").read_text())["model"]
+    ).replace(num_labels=2)
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(pretrained, tmp_path_factory):
+    """Three fine-tuning steps from the pretraining workdir, with dev and test files."""
+    directory = tmp_path_factory.mktemp("fine_tuned")
+    for name, rows, seed in (("train", 32, 0), ("dev", 20, 1), ("test", 11, 2)):
+        write_animal_tsv(directory / f"{name}.tsv", rows, seed)
+    config = classification_config(pretrained, directory / "train.tsv", directory / "dev.tsv")
+    config.data.classification_test = str(directory / "test.tsv")
+    config.train.num_steps = 3
+    config.train.eval_every = 3
+    train_and_evaluate(config, str(directory / "run"))
+    return directory
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_classification_report_equals_numpy_accuracy_f1_and_loss(fine_tuned, split):
+    workdir = fine_tuned / "run"
+    report = evaluate_bert_workdir(str(workdir), split=split)
+    assert json.loads((workdir / "eval" / f"{split}-step3.json").read_text()) == report
+
+    with open(workdir / "config.json") as f:
+        run_config = json.load(f)
+    model_config = bert_config(run_config["model"])
+    labels = run_config["data"]["labels"].split(",")
+    assert labels == report["labels"] == ["fox", "owl"]
+    from jaxtrans.training.bert_init import load_run_tokenizer
+
+    tokenizer = load_run_tokenizer(workdir)
+    encode = EncodeExample(tokenizer, labels, 24)
+    rows = [pad_example(encode(e), 24, 0) for e in read_labelled_texts(fine_tuned / f"{split}.tsv")]
+    batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+    logits = jax.jit(BertForClassification(model_config).apply)(
+        {"params": checkpoint_params(workdir, 3)},
+        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+    )  # fmt: skip
+    gold, predicted = batch["label"], np.asarray(logits).argmax(-1)
+    true_positive = np.sum((predicted == 1) & (gold == 1))
+    f1 = 2 * true_positive / max(np.sum(predicted == 1) + np.sum(gold == 1), 1)
+    loss = -log_softmax(logits)[np.arange(len(gold)), gold].mean()
+    assert report["examples"] == len(rows)
+    assert report["accuracy"] == pytest.approx(np.mean(predicted == gold), abs=1e-6)
+    assert report["f1"] == pytest.approx(f1, abs=1e-6)
+    assert report["loss"] == pytest.approx(loss, rel=1e-5)
+    if split == "dev":
+        (dev,) = read_records(workdir, "dev")
+        assert dev["accuracy"] == pytest.approx(report["accuracy"], abs=1e-6)
+
+
+def make_init_source(kind: str, directory):
+    """A directory that is not something to fine-tune from."""
+    directory.mkdir()
+    saved = {"translation": "translation", "untrained": "bert_pretraining"}.get(kind)
+    if saved:
+        (directory / "config.json").write_text(json.dumps({"task": saved, "model": {}}))
+    return directory / "no_such_dir" if kind == "missing" else directory
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("missing", "no such directory"),
+        ("empty", "no config.json"),
+        ("translation", "is a translation workdir"),
+        ("untrained", "no checkpoint"),
+    ],
+)
+def test_a_wrong_init_from_is_a_one_line_user_error(kind, message, sentiment_files, tmp_path):
+    source = make_init_source(kind, tmp_path / "source")
+    config = classification_config(source, *sentiment_files)
+    with pytest.raises(UserError) as error:
+        load_task(config, str(tmp_path / "run"))
+    text = str(error.value)
+    assert message in text and f"--config.init_from={source}" in text and "\n" not in text
+    assert not (tmp_path / "run").exists()
+
+
+def test_fine_tuning_without_init_from_is_a_user_error(sentiment_files, tmp_path):
+    config = classification_config("", *sentiment_files)
+    with pytest.raises(UserError, match="init_from is required"):
+        load_task(config, str(tmp_path))
+
+
+# ---------------------------------------------------------------------------------------
+# GLUE from TFDS, offline
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory):
+    tfds = pytest.importorskip("tensorflow_datasets")
+
+    class JaxtransTinyGlue(tfds.core.GeneratorBasedBuilder):
+        """Sentence pairs with the features and splits of glue/mrpc."""
+
+        VERSION = tfds.core.Version("1.0.0")
+        BUILDER_CONFIGS = [tfds.core.BuilderConfig(name="mrpc")]
+
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self,
+                features=tfds.features.FeaturesDict(
+                    {
+                        "sentence1": tfds.features.Text(),
+                        "sentence2": tfds.features.Text(),
+                        "label": tfds.features.ClassLabel(names=["not_equivalent", "equivalent"]),
+                        "idx": np.int32,
+                    }
+                ),
+            )
+
+        def _split_generators(self, dl_manager):
+            return {
+                "train": self._generate_examples(6, labelled=True),
+                "validation": self._generate_examples(3, labelled=True),
+                "test": self._generate_examples(2, labelled=False),
+            }
+
+        def _generate_examples(self, n, labelled):
+            for i in range(n):
+                yield (
+                    i,
+                    {
+                        "sentence1": f"first {i}",
+                        "sentence2": f"second {i}",
+                        "label": i % 2 if labelled else -1,
+                        "idx": i,
+                    },
+                )
+
+    directory = str(tmp_path_factory.mktemp("tfds"))
+    tfds.builder("jaxtrans_tiny_glue/mrpc", data_dir=directory).download_and_prepare(
+        file_format="array_record"
+    )
+    return directory
+
+
+def test_glue_pairs_and_label_names_come_from_a_prepared_tfds_dataset(glue_dir):
+    from jaxtrans.data.glue import glue_examples, glue_labels
+
+    assert glue_labels("jaxtrans_tiny_glue/mrpc", glue_dir) == ["not_equivalent", "equivalent"]
+    dev = glue_examples("jaxtrans_tiny_glue/mrpc", "dev", glue_dir)
+    assert sorted((e.text, e.text_b, e.label) for e in dev) == [
+        ("first 0", "second 0", "not_equivalent"),
+        ("first 1", "second 1", "equivalent"),
+        ("first 2", "second 2", "not_equivalent"),
+    ]
+    assert len(glue_examples("jaxtrans_tiny_glue/mrpc", "train", glue_dir)) == 6
+    with pytest.raises(UserError, match="not public"):
+        glue_examples("jaxtrans_tiny_glue/mrpc", "test", glue_dir)
+
+
+def test_an_unprepared_glue_task_is_a_user_error_not_a_download(glue_dir, tmp_path):
+    from jaxtrans.data.glue import glue_examples
+
+    with pytest.raises(UserError, match="not prepared .*tfds build"):
+        glue_examples("jaxtrans_tiny_glue/mrpc", "train", str(tmp_path))
+    with pytest.raises(UserError, match="stsb is not a GLUE classification task"):
+        glue_examples("glue/stsb", "train", glue_dir)
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes and FLOPs
+
+
+def test_bert_base_config_has_the_parameters_of_huggingface_bert_base():
+    config = bert_base.get_config()
+    model_config = bert_config({**config.model.to_dict(), "vocab_size": 30522, "pad_id": 0})
+    ids = jnp.ones((1, 8), jnp.int32)
+    shapes = jax.eval_shape(
+        lambda: BertForPretraining(model_config).init(jax.random.key(0), ids)["params"]
+    )
+    ours = sum(np.prod(x.shape) for x in jax.tree.leaves(nn.unbox(shapes)))
+    with torch.device("meta"):
+        reference = transformers.BertForPreTraining(transformers.BertConfig())
+    assert ours == sum(p.numel() for p in reference.parameters())  # tied decoder counted once
+
+
+def test_pretraining_step_flops_match_xla_matmul_count():
+    """The analytic matmul count against XLA's cost analysis of one forward pass, with ReLU
+    and shapes where elementwise work (softmax, LayerNorm, biases) stays under 2%."""
+    config = bert_demo.get_config()
+    config.update_from_flattened_dict(
+        {"model.d_model": 256, "model.d_ff": 1024, "model.num_layers": 2,
+         "model.activation": "relu",
+         "data.batch_size": 2, "data.max_seq_length": 64, "data.max_predictions_per_seq": 10}
+    )  # fmt: skip
+    model_config = bert_config({**config.model.to_dict(), "vocab_size": 1000, "pad_id": 0})
+    task = BertPretrainingTask(config, model_config, tokenizer=None)
+    ids, positions = jnp.ones((2, 64), jnp.int32), jnp.zeros((2, 10), jnp.int32)
+    params = jax.eval_shape(
+        lambda: nn.unbox(task.model.init(jax.random.key(0), ids, masked_positions=positions))
+    )["params"]
+    forward = jax.jit(lambda p: task.model.apply({"params": p}, ids, ids, ids, positions))
+    xla = forward.lower(params).cost_analysis()["flops"]
+    assert task.step_flops() / 3 == pytest.approx(xla, rel=0.02)
