@@ -7,6 +7,7 @@ Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete.
 """
 
+import logging
 import os
 import re
 from typing import Any
@@ -15,7 +16,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, describe
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -29,12 +30,24 @@ class Checkpointer:
 
     def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
+            max_to_keep=None if read_only else keep,
+            save_interval_steps=0 if read_only else 1,
             enable_async_checkpointing=async_save,
             create=not read_only,
             read_only=read_only,
+            # A writer removes what a killed writer left half-written (the training loop
+            # holds the workdir lock, so no other writer is at work).
+            cleanup_tmp_directories=not read_only,
         )
-        self.manager = ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+        # orbax warns that a read-only manager is read-only; keep stderr for real problems.
+        absl_logger = logging.getLogger("absl")
+        level = absl_logger.level
+        if read_only:
+            absl_logger.setLevel(logging.ERROR)
+        try:
+            self.manager = ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+        finally:
+            absl_logger.setLevel(level)
 
     def all_steps(self) -> list[int]:
         return sorted(self.manager.all_steps())
@@ -135,10 +148,16 @@ def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple
             params = checkpointer.restore_params(step, abstract_params)
             params = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
             total = params if total is None else jax.tree.map(np.add, total, params)
-    except (ValueError, KeyError, FileNotFoundError) as error:
+    except Exception as error:  # orbax and TensorStore report damage with many types
+        others = [s for s in steps if s != step]
         raise UserError(
-            f"{workdir}: checkpoint {chosen[-1]} cannot be restored for this model "
-            f"({str(error).splitlines()[0][:200]}); check --workdir"
+            f"{workdir}: checkpoint {step} cannot be restored, it is damaged or from another "
+            f"model ({describe(error)}); "
+            + (
+                f"choose another with --checkpoint (steps: {', '.join(map(str, others))})"
+                if others
+                else "check --workdir"
+            )
         ) from error
     finally:
         checkpointer.close()

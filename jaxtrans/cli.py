@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
+import ml_collections
 from absl import flags
 from ml_collections import config_flags
 
@@ -23,18 +24,36 @@ def fail(message: str) -> None:
     sys.exit(USAGE_ERROR)
 
 
+def config_file_arg(argv: list[str]) -> str | None:
+    """The value of ``--config`` in ``argv`` (``--config=PATH`` or ``--config PATH``)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
 def config_file_dir_on_path(argv: list[str]) -> None:
     """Let config files import their siblings (``from configs import base``)."""
-    for i, arg in enumerate(argv):
-        path = None
-        if arg.startswith("--config="):
-            path = arg.split("=", 1)[1]
-        elif arg == "--config" and i + 1 < len(argv):
-            path = argv[i + 1]
-        if path:
-            root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-            if root not in sys.path:
-                sys.path.insert(0, root)
+    path = config_file_arg(argv)
+    if path:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        if root not in sys.path:
+            sys.path.insert(0, root)
+
+
+def unknown_field(argv: list[str], error: Exception) -> str | None:
+    """The ``--config.KEY`` override of ``argv`` that names a field the config lacks, judged
+    from ml_collections' error (it names only the missing part, e.g. ``"'nope'"``)."""
+    text = str(error)
+    missing = text.strip("\"'")
+    for arg in argv:
+        if arg.startswith("--config."):
+            path = arg.split("=", 1)[0][len("--config.") :]
+            if missing in path.split(".") or f"lookup: {path}" in text:
+                return path
+    return None
 
 
 def parse_flags(
@@ -47,13 +66,32 @@ def parse_flags(
         print(usage)
         print(values.get_help())
         sys.exit(0)
+    config_file = config_file_arg(argv) if "config" in values else None
+    if config_file and not os.path.isfile(config_file.split(":", 1)[0]):
+        fail(f"--config {config_file}: no such file; give a config file, e.g. configs/demo.py")
     config_file_dir_on_path(argv)
     try:
         values(argv)
     except flags.Error as error:
         fail(f"{error}")
-    except (OSError, SyntaxError, ImportError, AttributeError, TypeError, ValueError) as error:
-        fail(f"cannot load the config: {type(error).__name__}: {error}")
+    except (AttributeError, LookupError) as error:
+        path = unknown_field(argv, error)
+        if path is not None:
+            fail(
+                f"--config.{path}: the config has no field {path}; check the spelling "
+                "(docs/configuration.md lists every field)"
+            )
+        if "get_config" in str(error):
+            fail(f"--config {config_file}: the file has no get_config() returning a ConfigDict")
+        fail(f"cannot load the config {config_file}: {type(error).__name__}: {error}")
+    except (OSError, SyntaxError, ImportError, TypeError, ValueError) as error:
+        # ml_collections re-raises errors of get_config() with the traceback as the message;
+        # its last line names the error.
+        lines = str(error).strip().splitlines() or [""]
+        detail = lines[-1] if "Traceback" in str(error) else f"{type(error).__name__}: {lines[0]}"
+        fail(f"cannot load the config {config_file}: {detail}; fix the config file")
+    if config_file and not isinstance(values["config"].value, ml_collections.ConfigDict):
+        fail(f"--config {config_file}: get_config() must return an ml_collections.ConfigDict")
     return values
 
 

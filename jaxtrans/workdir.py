@@ -37,9 +37,15 @@ def load_run_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def save_run_config(workdir: str, config: ml_collections.ConfigDict) -> None:
-    """Write config.json atomically (temporary file, then rename)."""
+    """Write config.json atomically (temporary file, then rename); an unchanged file is left
+    alone, so that resuming touches nothing it does not have to."""
     path = config_path(workdir)
+    text = config.to_json_best_effort(indent=2, sort_keys=True)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if f.read() == text:
+                return
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(config.to_json_best_effort(indent=2, sort_keys=True))
+        f.write(text)
     os.replace(tmp, path)

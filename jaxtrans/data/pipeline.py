@@ -141,6 +141,8 @@ class _BatchIterator(grain.DatasetIterator):
         self._ready: list[list[int]] = []  # closed rows waiting for a batch
         self._cache: dict[int, TokenizedPair] = {}  # pairs in open and ready rows
         self._counts = {"read": 0, "malformed": 0, "too_long": 0, "truncated": 0}
+        # Pairs read since the last usable one: a whole shard of them means none ever fits.
+        self._unusable_run = 0
 
     def _read_one(self) -> None:
         index = self._next_index
@@ -154,8 +156,19 @@ class _BatchIterator(grain.DatasetIterator):
         if pair.status != OK:
             self._counts[_STATUS_COUNTER[pair.status]] += 1
         if pair.status in (OK, TRUNCATED):
+            self._unusable_run = 0
             self._cache[index] = pair
             self._ready += self._packer.add(index, len(pair.source), len(pair.target) + 1)
+            return
+        self._unusable_run += 1
+        if self._unusable_run >= len(self._order.shard):
+            limits = self._tokenize
+            raise UserError(
+                f"none of the {len(self._order.shard)} training pairs can be used: all are "
+                f"longer than max_source_length={limits.max_source_length} / "
+                f"max_target_length={limits.max_target_length} tokens (EOS/BOS included) "
+                "or malformed; raise the limits or set --config.data.truncate=True"
+            )
 
     def _pair_at(self, position: int) -> TranslationPair | None:
         return self._pairs[self._order[position]]

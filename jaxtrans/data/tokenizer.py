@@ -21,7 +21,7 @@ import sentencepiece as spm
 from jaxtrans.data import vocab
 from jaxtrans.data.records import PairSource
 from jaxtrans.data.sources import training_pairs
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, describe
 
 TOKENIZER_DIR = "tokenizer"
 METADATA_FILE = "tokenizer.json"
@@ -112,16 +112,22 @@ def load_tokenizer(workdir: str) -> Tokenizer:
     metadata_path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(metadata_path):
         raise UserError(f"no tokenizer in {directory}; train in this workdir first")
-    with open(metadata_path) as f:
-        metadata = json.load(f)
 
     def load(name: str) -> spm.SentencePieceProcessor:
         return spm.SentencePieceProcessor(model_file=os.path.join(directory, name))
 
-    if metadata["shared"]:
-        model = load(SHARED_MODEL)
-        return Tokenizer(model, model)
-    return Tokenizer(load(SOURCE_MODEL), load(TARGET_MODEL))
+    try:
+        with open(metadata_path, encoding="utf-8") as f:
+            metadata = json.load(f)
+        if metadata["shared"]:
+            model = load(SHARED_MODEL)
+            return Tokenizer(model, model)
+        return Tokenizer(load(SOURCE_MODEL), load(TARGET_MODEL))
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise UserError(
+            f"the tokenizer in {directory} cannot be read ({describe(error)}); restore it from "
+            "a copy of the workdir (checkpoints need the tokenizer they were trained with)"
+        ) from error
 
 
 def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
@@ -154,10 +160,20 @@ def _sentences(pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...]) -
 
 def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
     """Trains one SentencePiece model into ``path``; returns its vocabulary size."""
+    read_errors: list[UserError] = []
+
+    def reported(sentences: Iterator[str]) -> Iterator[str]:
+        # SentencePiece wraps errors of the iterator in its own; keep ours to re-raise.
+        try:
+            yield from sentences
+        except UserError as error:
+            read_errors.append(error)
+            raise
+
     with open(path, "wb") as model_file:
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=sentences,
+                sentence_iterator=reported(sentences),
                 model_writer=model_file,
                 vocab_size=data_config.vocab_size,
                 model_type=data_config.spm_model_type,
@@ -178,6 +194,8 @@ def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
                 minloglevel=2,
             )
         except RuntimeError as e:
+            if read_errors:
+                raise read_errors[0] from None
             raise UserError(f"SentencePiece training failed: {str(e).strip()}") from None
     return spm.SentencePieceProcessor(model_file=path).get_piece_size()
 

@@ -144,8 +144,11 @@ def translate_file(
     if output_path is None:
         sys.stdout.write(text)
     else:
-        with open(output_path, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(output_path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as error:
+            raise UserError(f"--output {output_path}: {error.strerror}") from error
     return translations
 
 
@@ -175,6 +178,22 @@ def plot_workdir_attention(
     )
     print(f"{sentence}\n-> {translation}\nwrote {output_png} and {masks_png}")
     return translation
+
+
+def check_writable(path: str, flag: str, *, is_file: bool = False) -> None:
+    """UserError unless ``path`` (a directory, or a file when ``is_file``) can be written:
+    its nearest existing ancestor must be a writable directory. Checked before decoding,
+    so that a bad output path fails in a second, not after the whole test set."""
+    if is_file and os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a directory; give a file name")
+    existing = os.path.abspath(os.path.dirname(os.path.abspath(path)) if is_file else path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK):
+        raise UserError(
+            f"{flag} {path}: cannot write there ({existing} is not a writable directory); "
+            "choose another path"
+        )
 
 
 def _define(values: flags.FlagValues) -> None:
@@ -216,16 +235,20 @@ def main(argv: list[str] | None = None) -> None:
     }
     common = dict(checkpoint=values.checkpoint, **decoding)
 
+    outdir = values.outdir or os.path.join(values.workdir, "eval")
+
     def evaluate() -> None:
         if values.input is not None:
+            if values.output is not None:
+                check_writable(values.output, "--output", is_file=True)
             translate_file(values.workdir, values.input, values.output, **common)
         elif values.plot_attention is not None:
-            output = values.output or os.path.join(
-                values.outdir or os.path.join(values.workdir, "eval"), "attention.png"
-            )
+            output = values.output or os.path.join(outdir, "attention.png")
+            check_writable(output, "--output", is_file=True)
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             plot_workdir_attention(values.workdir, values.plot_attention, output, **common)
         else:
+            check_writable(outdir, "--outdir")
             evaluate_workdir(values.workdir, split=values.split, outdir=values.outdir, **common)
 
     run(evaluate)

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans.checkpoints import Checkpointer
-from jaxtrans.errors import TrainingStopped, UserError
+from jaxtrans.checkpoints import Checkpointer, checkpoint_dir
+from jaxtrans.errors import TrainingStopped, UserError, describe
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.metrics import MetricsWriter, Progress, say
 from jaxtrans.training.optimizer import make_optimizer
@@ -147,7 +147,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     try:
         os.makedirs(workdir, exist_ok=True)
     except OSError as error:
-        raise UserError(f"cannot create --workdir {workdir}: {error.strerror}") from error
+        raise UserError(
+            f"cannot create --workdir {workdir}: {error.strerror}; choose another directory"
+        ) from error
     if not os.access(workdir, os.W_OK):
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
     setup_compilation_cache(config.train.compilation_cache_dir)
@@ -221,10 +223,14 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
                 with_shardings(abstract.opt_state, state_shardings.opt_state),
                 with_shardings(abstract.rng, state_shardings.rng),
             )
-        except (ValueError, KeyError) as error:
+        except Exception as error:  # orbax and TensorStore report damage with many types
+            older = [s for s in checkpointer.all_steps() if s < latest]
+            fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
             raise UserError(
-                f"checkpoint {latest} in {workdir} does not fit this model "
-                f"({str(error).splitlines()[0][:160]}); use a new --workdir"
+                f"checkpoint {latest} in {workdir} cannot be restored, it is damaged or from "
+                f"another model ({describe(error)}); "
+                f"move {checkpoint_dir(workdir)}/{latest} aside to {fallback}, or use a new "
+                "--workdir"
             ) from error
         step = jax.device_put(jnp.asarray(latest, jnp.int32), state_shardings.step)
         state = TrainState(step=step, params=params, opt_state=opt_state, rng=rng_data)
@@ -232,41 +238,44 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
         say(f"resuming from checkpoint {latest} in {workdir}", is_main)
 
     first_step = int(jax.device_get(state.step))
-    writer = MetricsWriter(workdir, enabled=is_main)
+    # Skipped (non-finite) updates so far; checkpoints carry the count across restarts.
+    skipped_total = 0 if latest is None else int(meta.get("skipped_steps", 0))
+    writer = MetricsWriter(workdir, enabled=is_main, first_step=first_step)
     progress = Progress(first_step, num_steps, task.headline, enabled=is_main)
     step_flops = task.step_flops()
     peak = flops.device_peak_flops(config.train.peak_flops_per_device)
+
+    def write_failed(error: Exception) -> UserError:
+        # An async write fails late: orbax raises it at the next save or wait, so the
+        # failed step is the one named in the quoted path.
+        return UserError(
+            f"writing a checkpoint in {checkpoint_dir(workdir)} failed ({describe(error)}); "
+            "free space or fix permissions, then rerun the same command to resume from the "
+            "last complete checkpoint"
+        )
 
     def save(step: int) -> None:
         meta = {
             "step": step,
             "data": train_iter.get_state(),
             "model": {k: run_config.model.get(k) for k in task.shape_fields},
+            "skipped_steps": skipped_total,
         }
         try:
             checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
         except Exception as error:  # orbax reports disk trouble with many exception types
-            raise UserError(
-                f"cannot write checkpoint {step} in {workdir}/checkpoints "
-                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}); free space or "
-                "fix permissions, then rerun to resume from the last complete checkpoint"
-            ) from error
+            raise write_failed(error) from error
 
     def wait_for_checkpoints() -> None:
         try:
             checkpointer.wait()
         except Exception as error:
-            raise UserError(
-                f"a checkpoint write in {workdir}/checkpoints failed "
-                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}); free space or "
-                "fix permissions, then rerun to resume from the last complete checkpoint"
-            ) from error
+            raise write_failed(error) from error
 
     leaf_names = [
         jax.tree_util.keystr(path)
         for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
     ]
-    skipped_total = 0
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "

@@ -26,16 +26,45 @@ def _plain(value: Any) -> Any:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-class MetricsWriter:
-    """Appends one JSON object per record to metrics.jsonl and mirrors it to TensorBoard."""
+def drop_records_after(path: str, step: int) -> None:
+    """Rewrite the JSON-lines file ``path`` without records of steps after ``step`` (and
+    without lines cut short by a crash); atomic (temporary file, then rename)."""
+    if not os.path.exists(path):
+        return
+    kept = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and int(record.get("step", 0)) <= step:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(kept)
+    os.replace(tmp, path)
 
-    def __init__(self, workdir: str, enabled: bool = True):
+
+class MetricsWriter:
+    """Appends one JSON object per record to metrics.jsonl and mirrors it to TensorBoard.
+
+    A run that resumes from the checkpoint of ``first_step`` first drops the records of later
+    steps (written before a crash, and about to be written again), in metrics.jsonl and, by
+    a purge marker, in TensorBoard: each step is then recorded once, as by a run that was
+    never interrupted.
+    """
+
+    def __init__(self, workdir: str, enabled: bool = True, first_step: int = 0):
         self.enabled = enabled
         if not enabled:
             return
         self.path = os.path.join(workdir, "metrics.jsonl")
+        drop_records_after(self.path, first_step)
         self.jsonl = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the run
-        self.tensorboard = SummaryWriter(os.path.join(workdir, "tensorboard"))
+        self.tensorboard = SummaryWriter(
+            os.path.join(workdir, "tensorboard"), purge_step=first_step + 1
+        )
 
     def write(self, step: int, record: dict[str, Any], prefix: str = "train") -> None:
         if not self.enabled:
