@@ -268,8 +268,10 @@ class TrainIterator:
     ``stats()`` gives counts for logging, as of the last batch returned: ``pairs_read``
     (by this process, since the start of training), ``pairs_dropped_too_long``,
     ``pairs_truncated``, ``pairs_malformed`` (skipped malformed lines), ``padding_fraction``
-    (of the last batch) and ``mean_padding_fraction`` (over the batches since this iterator
-    was created or restored).
+    (of the last batch) and ``mean_padding_fraction`` (over the batches since the previous
+    ``stats()`` call, or since the iterator was created or restored: the training loop calls
+    it once per log window, and windows restart at checkpoints, so a resumed run logs the
+    same means as an uninterrupted one).
     """
 
     def __init__(self, dataset: grain.IterDataset, identity: dict[str, int]):
@@ -321,7 +323,7 @@ class TrainIterator:
 
     def stats(self) -> dict[str, float]:
         counts = self._iterator.get_state()["counts"]
-        return {
+        stats = {
             "pairs_read": counts["read"],
             "pairs_dropped_too_long": counts["too_long"],
             "pairs_truncated": counts["truncated"],
@@ -329,6 +331,8 @@ class TrainIterator:
             "padding_fraction": self._last_padding,
             "mean_padding_fraction": self._padding_sum / max(self._batches, 1),
         }
+        self._padding_sum, self._batches = 0.0, 0
+        return stats
 
 
 def local_batch_rows(batch_size: int, process_count: int) -> int:

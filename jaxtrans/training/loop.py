@@ -293,15 +293,13 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
             step += 1
             pending.append((step, metrics))
             window_steps += 1
+            # Read the signal flag once: a signal arriving later in this iteration must not
+            # skip the checkpoint that the stop below reports as saved.
+            stopping = stop.received
             checkpoint_due = (
-                step % config.train.checkpoint_every == 0 or step == num_steps or stop.received
+                step % config.train.checkpoint_every == 0 or step == num_steps or stopping
             )
-            if (
-                step % config.train.log_every == 0
-                or step == num_steps
-                or stop.received
-                or checkpoint_due
-            ):
+            if step % config.train.log_every == 0 or checkpoint_due:
                 jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
                 pending = jax.device_get(pending)
                 skipped_total += check_finite(pending, leaf_names, config.train.on_nonfinite)
@@ -319,10 +317,10 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
                 pending, window_start, window_steps = [], time.time(), 0
             if checkpoint_due:
                 save(step)
-            if stop.received:
+            if stopping:
                 wait_for_checkpoints()
                 say(
-                    f"{stop.received}: saved checkpoint {step}; rerun the command to resume",
+                    f"{stopping}: saved checkpoint {step}; rerun the command to resume",
                     is_main,
                 )
                 break
