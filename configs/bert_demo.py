@@ -2,8 +2,9 @@
 
     python train.py --config configs/bert_demo.py --workdir runs/bert_demo
 
-2 layers of width 128, sequences of 64 tokens, 32 per step, 1000 steps; the held-out
-masked-LM and next-sentence accuracies are logged every 250 steps (docs/bert.md).
+2 layers of width 128 without dropout, sequences of 64 tokens, 32 per step, 1000 steps;
+the held-out masked-LM and next-sentence accuracies are logged every 250 steps and reach
+about 0.78 and 0.88 (docs/bert.md).
 """
 
 import ml_collections
@@ -18,6 +19,10 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.d_ff = 512
     config.model.num_layers = 2
     config.model.max_len = 64
+    # No dropout: the generated corpus is too large to overfit in 1000 steps, and a small
+    # model without it learns the masked words about twice as fast (docs/bert.md).
+    config.model.dropout_rate = 0.0
+    config.model.attention_dropout_rate = 0.0
 
     config.data.train = ""  # the built-in demo corpus
     config.data.vocab_size = 8000  # an upper bound: the demo text yields a few hundred

@@ -3,6 +3,7 @@ resume, fine-tuning from a Hugging Face checkpoint and from a pretraining workdi
 evaluation reports checked against NumPy, init_from errors, GLUE from TFDS, BERT-base
 shapes and step FLOPs."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,11 +23,12 @@ from orbax.checkpoint import args as ocp_args
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.data.classification import EncodeExample, pad_example, read_labelled_texts
+from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
 from jaxtrans.training import train_and_evaluate
 from jaxtrans.training.bert_evaluation import evaluate_bert_workdir
-from jaxtrans.training.bert_tasks import BertPretrainingTask, bert_config
+from jaxtrans.training.bert_tasks import FINE_TUNING_FIELDS, BertPretrainingTask, bert_config
 from jaxtrans.training.tasks import load_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +43,8 @@ TINY_PRETRAINING = {
     "model.d_ff": 64,
     "model.num_layers": 1,
     "model.max_len": 32,
+    # Dropout on, so that resuming must also repeat the dropout masks.
+    "model.dropout_rate": 0.1,
     "data.demo_documents": 200,
     "data.vocab_size": 200,
     "data.demo_dev_documents": 20,
@@ -209,6 +213,16 @@ def test_pretraining_evaluation_report_equals_numpy(pretrained):
     assert dev["mlm_accuracy"] == pytest.approx(report["mlm_accuracy"], abs=1e-6)
 
 
+def test_evaluating_a_pretraining_run_on_test_or_a_translation_workdir_is_a_user_error(
+    pretrained, tmp_path
+):
+    with pytest.raises(UserError, match="use --split dev"):
+        evaluate_bert_workdir(str(pretrained), split="test")
+    (tmp_path / "config.json").write_text(json.dumps({"task": "translation", "model": {}}))
+    with pytest.raises(UserError, match="translation workdir, not a BERT one"):
+        evaluate_bert_workdir(str(tmp_path), split="dev")
+
+
 # ---------------------------------------------------------------------------------------
 # Fine-tuning
 
@@ -347,6 +361,20 @@ def test_fine_tuning_from_huggingface_lowers_the_loss_on_a_labelled_tsv(
     assert dev["accuracy"] >= 0.9 and dev["f1"] >= 0.9, dev
 
 
+def test_pretraining_with_a_huggingface_vocabulary_keeps_a_copy_in_the_workdir(
+    huggingface_checkpoint, tmp_path
+):
+    _, directory = huggingface_checkpoint
+    config = tiny_pretraining_config(1)
+    config.data.hf_checkpoint = str(directory)
+    task = load_task(config, str(tmp_path))
+    assert isinstance(task.tokenizer, WordPieceTokenizer)
+    copied = tmp_path / "bert_tokenizer" / "vocab.txt"
+    assert copied.read_text() == (directory / "vocab.txt").read_text()
+    assert (task.model_config.vocab_size, task.model_config.pad_id) == (200, 0)
+    assert task.tokenizer.encode("a good plot") == [8, 5, 11]
+
+
 def write_animal_tsv(path, rows: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     names, colors = ["Mira", "Tomas", "Lena", "Oskar"], ["brown", "red", "grey", "white"]
@@ -372,9 +400,12 @@ def test_fine_tuning_from_a_pretraining_workdir_grafts_its_encoder_and_tokenizer
     assert (workdir / "bert_tokenizer" / "spm.model").read_bytes() == (
         pretrained / "bert_tokenizer" / "spm.model"
     ).read_bytes()
-    assert task.model_config == bert_config(
-        json.loads((pretrained / "config.json").read_text())["model"]
-    ).replace(num_labels=2)
+    # Shapes from the checkpoint; regularisation from the fine-tuning config.
+    source = json.loads((pretrained / "config.json").read_text())["model"]
+    ours = dataclasses.asdict(task.model_config)
+    for field in set(source) - set(FINE_TUNING_FIELDS) - {"num_labels"}:
+        assert ours[field] == source[field], field
+    assert (ours["attention_dropout_rate"], source["attention_dropout_rate"]) == (0.1, 0.0)
 
 
 @pytest.fixture(scope="module")
