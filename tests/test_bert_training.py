@@ -459,9 +459,13 @@ def test_classification_report_equals_numpy_accuracy_f1_and_loss(fine_tuned, spl
 def make_init_source(kind: str, directory):
     """A directory that is not something to fine-tune from."""
     directory.mkdir()
-    saved = {"translation": "translation", "untrained": "bert_pretraining"}.get(kind)
+    saved = {
+        "translation": {"task": "translation", "model": {}},
+        "untrained": {"task": "bert_pretraining", "model": {}},
+        "roberta": {"model_type": "roberta"},
+    }.get(kind)
     if saved:
-        (directory / "config.json").write_text(json.dumps({"task": saved, "model": {}}))
+        (directory / "config.json").write_text(json.dumps(saved))
     return directory / "no_such_dir" if kind == "missing" else directory
 
 
@@ -472,6 +476,7 @@ def make_init_source(kind: str, directory):
         ("empty", "no config.json"),
         ("translation", "is a translation workdir"),
         ("untrained", "no checkpoint"),
+        ("roberta", "only 'bert' checkpoints"),
     ],
 )
 def test_a_wrong_init_from_is_a_one_line_user_error(kind, message, sentiment_files, tmp_path):

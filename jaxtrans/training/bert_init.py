@@ -146,10 +146,14 @@ def init_source(path: str) -> InitSource:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{flag}: {config_file} is not valid JSON ({error})") from None
     if "model_type" in saved:
+        try:
+            config = bert_config_from_huggingface(saved)
+        except UserError as error:
+            raise UserError(f"{flag}: {error}") from None
         return InitSource(
             path=directory,
             kind="huggingface",
-            config=bert_config_from_huggingface(saved),
+            config=config,
             tokenizer_files=tuple(huggingface_tokenizer_files(directory)),
         )
     task = saved.get("task", "translation") if "model" in saved else None
