@@ -5,6 +5,7 @@ run as code when loaded: only use config files you trust.
 """
 
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -43,16 +44,21 @@ def config_file_dir_on_path(argv: list[str]) -> None:
             sys.path.insert(0, root)
 
 
-def unknown_field(argv: list[str], error: Exception) -> str | None:
-    """The ``--config.KEY`` override of ``argv`` that names a field the config lacks, judged
-    from ml_collections' error (it names only the missing part, e.g. ``"'nope'"``)."""
-    text = str(error)
-    missing = text.strip("\"'")
+def unknown_field(argv: list[str], error: Exception) -> tuple[str, str] | None:
+    """(override, hint) for the ``--config.KEY`` of ``argv`` that names a field the config
+    lacks, judged from ml_collections' error, which names the missing part (``'nope'``)
+    and may suggest a field (``Did you mean "num_steps"``)."""
+    while error.args and isinstance(error.args[0], BaseException):  # AttributeError(KeyError)
+        error = error.args[0]
+    text = str(error.args[0]) if error.args else str(error)
+    quoted = re.search(r"'([^'\\]+)'", text)
+    suggestion = re.search(r'Did you mean "([^"]+)"', text)
+    hint = f"did you mean {suggestion.group(1)}? " if suggestion else ""
     for arg in argv:
         if arg.startswith("--config."):
             path = arg.split("=", 1)[0][len("--config.") :]
-            if missing in path.split(".") or f"lookup: {path}" in text:
-                return path
+            if (quoted and quoted.group(1) in path.split(".")) or f"lookup: {path}" in text:
+                return path, hint
     return None
 
 
@@ -75,10 +81,11 @@ def parse_flags(
     except flags.Error as error:
         fail(f"{error}")
     except (AttributeError, LookupError) as error:
-        path = unknown_field(argv, error)
-        if path is not None:
+        unknown = unknown_field(argv, error)
+        if unknown is not None:
+            path, hint = unknown
             fail(
-                f"--config.{path}: the config has no field {path}; check the spelling "
+                f"--config.{path}: the config has no field {path}; {hint}check the spelling "
                 "(docs/configuration.md lists every field)"
             )
         if "get_config" in str(error):

@@ -157,23 +157,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         return _train(config, workdir, is_main)
 
 
-def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> dict[str, Any]:
-    # What is trained: tokenizer, model, batches, loss.
-    task = load_task(config, workdir)
-    run_config = task.run_config
-    if os.path.exists(os.path.join(workdir, "config.json")):
-        check_resumable(task, load_run_config(workdir), workdir)
-    if is_main:
-        save_run_config(workdir, run_config)
-    num_steps = int(config.train.num_steps)
-    optimizer, schedule = make_optimizer(config.optimizer, task.model_config.d_model, num_steps)
-
-    # State, laid out over the mesh by the logical-axis rules.
-    mesh = sharding.make_mesh(config.mesh)
-    rng = jax.random.key(config.seed)
-    state, state_shardings, abstract = init_train_state(task.init_params, optimizer, mesh, rng)
-    batch_sharding = sharding.batch_sharding(mesh)
-    replicated = sharding.replicated(mesh)
+def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
+    """Settings that need neither data nor model, checked before anything is written."""
     data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
     if config.data.batch_size % data_parallel:
         raise UserError(
@@ -187,7 +172,33 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
             f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
             f"of {local_rows} rows"
         )
+    if config.train.on_nonfinite not in ("stop", "skip"):
+        raise UserError(
+            f"--config.train.on_nonfinite={config.train.on_nonfinite!r}: use stop or skip"
+        )
 
+
+def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> dict[str, Any]:
+    mesh = sharding.make_mesh(config.mesh)
+    check_run_settings(config, mesh)
+
+    # What is trained: tokenizer, model, batches, loss.
+    task = load_task(config, workdir)
+    run_config = task.run_config
+    if os.path.exists(os.path.join(workdir, "config.json")):
+        check_resumable(task, load_run_config(workdir), workdir)
+    if is_main:
+        save_run_config(workdir, run_config)
+    num_steps = int(config.train.num_steps)
+    optimizer, schedule = make_optimizer(config.optimizer, task.model_config.d_model, num_steps)
+
+    # State, laid out over the mesh by the logical-axis rules.
+    rng = jax.random.key(config.seed)
+    state, state_shardings, abstract = init_train_state(task.init_params, optimizer, mesh, rng)
+    batch_sharding = sharding.batch_sharding(mesh)
+    replicated = sharding.replicated(mesh)
+
+    accum = int(config.train.grad_accum_steps)
     train_step = make_train_step(task, optimizer, schedule, accum)
     jit_train_step = jax.jit(
         lambda state, batch: train_step(state, batch, state.dropout_key()),

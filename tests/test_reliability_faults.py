@@ -1,0 +1,260 @@
+"""train.py under faults: killed, preempted, bad numbers, a failing disk, two at once.
+
+Every test runs the real program (tests/program_server.py) on the tiny demo run of
+tests/reliability_runs.py and compares with an uninterrupted reference run where it can.
+"""
+
+import os
+import random
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+from reliability_runs import (
+    STEPS,
+    checkpoint_leaves,
+    checkpoint_steps,
+    copy_of_reference,
+    reference_workdir,
+    server,
+    snapshot,
+    tiny_flags,
+    train,
+    train_records,
+    without_timing,
+)
+
+# Preemption: seconds from SIGTERM to a clean exit that we promise for the tiny run (one
+# step, one checkpoint write and the exit; generous because the test machine is shared).
+SIGTERM_EXIT_BOUND_S = 30
+
+
+def start_train(workdir, flags, tmp_path, name: str, **kwargs):
+    return server().start(
+        "train.py",
+        [*flags, "--workdir", str(workdir)],
+        stdout=str(tmp_path / f"{name}.stdout"),
+        stderr=str(tmp_path / f"{name}.stderr"),
+        **kwargs,
+    )
+
+
+def assert_same_run_as_reference(workdir) -> None:
+    """Each step logged once, with the reference's numbers; the final checkpoint (params,
+    optimizer state, dropout key) bitwise equal to the reference's."""
+    records = [without_timing(r) for r in train_records(workdir)]
+    expected = [without_timing(r) for r in train_records(reference_workdir())]
+    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+    assert records == expected
+    final = zip(
+        checkpoint_leaves(workdir, STEPS),
+        checkpoint_leaves(reference_workdir(), STEPS),
+        strict=True,
+    )
+    for got, want in final:
+        np.testing.assert_array_equal(got, want)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------ crash
+
+
+def test_killed_at_a_random_moment_the_rerun_ends_bitwise_equal_to_an_uninterrupted_run(
+    tmp_path,
+):
+    seed = int(os.environ.get("JAXTRANS_KILL_SEED", time.time_ns() % 10_000))
+    rng = random.Random(seed)
+    kill_after_step = rng.randint(1, STEPS - 3)  # async checkpoint writes overlap steps
+    workdir = tmp_path / "run"
+    run = start_train(workdir, tiny_flags(), tmp_path, "killed")
+    run.wait_for_output(f"step {kill_after_step:>7}/")
+    time.sleep(rng.uniform(0.0, 0.05))
+    os.kill(run.pid, signal.SIGKILL)
+    assert run.wait() == -signal.SIGKILL, f"seed {seed}: the run ended before the kill"
+    complete = checkpoint_steps(workdir)
+
+    rerun = train(workdir)
+
+    assert rerun.returncode == 0, rerun.stderr
+    resumed = f"resuming from checkpoint {complete[-1]}" if complete else "training from scratch"
+    assert resumed in rerun.stdout, f"seed {seed}"
+    assert_same_run_as_reference(workdir)
+
+
+# Kills the process the moment orbax renames the finished temporary directory of checkpoint
+# 4 into place: everything is written (even commit_success.txt), nothing is committed.
+KILL_BEFORE_COMMITTING_4 = """
+import os, signal
+from orbax.checkpoint._src.path import async_path
+rename = async_path.rename
+async def rename_or_die(source, destination, *args, **kwargs):
+    if os.path.basename(str(destination)) == "4":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return await rename(source, destination, *args, **kwargs)
+async_path.rename = rename_or_die
+"""
+
+
+def test_killed_while_writing_a_checkpoint_the_rerun_restores_the_last_complete_one(tmp_path):
+    workdir = tmp_path / "run"
+    run = train(workdir, prelude=KILL_BEFORE_COMMITTING_4)
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    leftovers = [n for n in os.listdir(workdir / "checkpoints") if n.startswith("4.")]
+    assert leftovers, "the kill should leave checkpoint 4 half-committed"
+    assert checkpoint_steps(workdir) == [2]  # the partial one is not a checkpoint
+    for got, want in zip(
+        checkpoint_leaves(workdir, 2), checkpoint_leaves(reference_workdir(), 2), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)  # the older one is intact
+
+    rerun = train(workdir)
+
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming from checkpoint 2" in rerun.stdout
+    assert not [n for n in os.listdir(workdir / "checkpoints") if not n.isdigit()]
+    assert checkpoint_steps(workdir) == [2, 4, 6, 8]
+    assert_same_run_as_reference(workdir)
+
+
+# ------------------------------------------------------------- preemption and a busy workdir
+
+LONG = tiny_flags(num_steps=100_000, train__checkpoint_every=100_000)
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """A long training, already stepping, on its own workdir."""
+    tmp_path = tmp_path_factory.mktemp("long")
+    run = start_train(tmp_path / "run", LONG, tmp_path, "long")
+    run.wait_for_output("step       3/")
+    yield run, tmp_path / "run"
+    if run.server.poll(run.pid) is None:
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+
+
+def test_a_second_training_on_a_busy_workdir_refuses_with_status_2(long_run):
+    run, workdir = long_run
+    assert run.server.poll(run.pid) is None, "the first training should still be running"
+
+    second = train(workdir, *LONG)
+
+    assert second.returncode == 2
+    assert "Traceback" not in second.stderr
+    message = one_error_line(second.stderr)
+    assert f"in use by a training run (pid {run.pid})" in message
+    assert "another --workdir" in message
+    assert run.server.poll(run.pid) is None  # the first one goes on
+
+
+def test_sigterm_saves_the_current_step_exits_0_in_bounded_time_and_the_rerun_continues(
+    long_run,
+):
+    run, workdir = long_run
+    sent = time.monotonic()
+    os.kill(run.pid, signal.SIGTERM)
+    assert run.wait(timeout=120) == 0, run.stderr
+    assert time.monotonic() - sent < SIGTERM_EXIT_BOUND_S
+    saved = int(re.search(r"SIGTERM: saved checkpoint (\d+)", run.stdout).group(1))
+    assert checkpoint_steps(workdir) == [saved]
+    assert train_records(workdir)[-1]["step"] == saved
+
+    rerun = train(workdir, *tiny_flags(num_steps=saved + 2, train__checkpoint_every=100_000))
+
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming from checkpoint {saved}" in rerun.stdout
+    records = train_records(workdir)
+    assert [r["step"] for r in records] == list(range(1, saved + 3))
+    # Same seed, data and schedule as the reference: the steps both have must agree.
+    reference = {r["step"]: without_timing(r) for r in train_records(reference_workdir())}
+    for record in records:
+        if record["step"] in reference:
+            assert without_timing(record) == reference[record["step"]]
+
+
+# ---------------------------------------------------------------------------- bad numbers
+
+INFINITE_LR = ["--config.optimizer.schedule=constant", "--config.optimizer.learning_rate=inf"]
+
+
+def test_a_nonfinite_update_stops_with_status_1_naming_step_and_tensor_saving_nothing(
+    tmp_path,
+):
+    run = train(tmp_path / "run", *tiny_flags(), *INFINITE_LR)
+
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    message = one_error_line(run.stderr)
+    assert re.match(r"error: step 1: the updated params\[.+\] is not finite", message), message
+    assert "on_nonfinite=skip" in message
+    assert checkpoint_steps(tmp_path / "run") == []
+
+
+def test_skipped_nonfinite_updates_are_counted_across_a_restart_and_saved_state_is_finite(
+    tmp_path,
+):
+    workdir = tmp_path / "run"
+    skip = [*INFINITE_LR, "--config.train.on_nonfinite=skip"]
+    first = train(workdir, *tiny_flags(num_steps=2), *skip)
+    assert first.returncode == 0, first.stderr
+
+    second = train(workdir, *tiny_flags(num_steps=4), *skip)
+
+    assert second.returncode == 0, second.stderr
+    assert [r["skipped_steps"] for r in train_records(workdir)] == [1, 2, 3, 4]
+    for leaf in checkpoint_leaves(workdir, 4):
+        assert np.isfinite(leaf).all()
+
+
+# ----------------------------------------------------------------------------- disk trouble
+
+# Files over 96 KiB cannot grow (EFBIG, "File too large", as on a full disk): checkpoint
+# data files are bigger (the optimizer state is ~230 KB), config and metrics are not. The
+# program's own stdout/stderr pass through `cat`, a process without the limit.
+FULL_DISK = """
+import atexit, os, resource, signal, subprocess, sys
+cats = []
+for fd in (1, 2):
+    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=os.dup(fd))
+    os.dup2(cat.stdin.fileno(), fd)
+    cat.stdin.close()
+    cats.append(cat)
+def drain():
+    sys.stdout.flush(); sys.stderr.flush(); os.close(1); os.close(2)
+    for cat in cats:
+        cat.wait()
+atexit.register(drain)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (96 * 1024, 96 * 1024))
+"""
+
+
+def test_a_failing_checkpoint_write_is_a_one_line_error_and_older_checkpoints_stay(tmp_path):
+    workdir = copy_of_reference(tmp_path / "run")
+    before = snapshot(os.path.join(workdir, "checkpoints"))
+    flags = tiny_flags(num_steps=STEPS + 2)
+
+    run = train(workdir, *flags, prelude=FULL_DISK)
+
+    assert run.returncode == 2, run.stderr
+    # orbax and TensorStore log the failure of their background writer first; the
+    # program's own report is the last line.
+    message = run.stderr.strip().splitlines()[-1]
+    assert message == one_error_line(run.stderr)
+    assert "writing a checkpoint in" in message and "File too large" in message
+    assert "rerun the same command to resume" in message
+    assert snapshot(os.path.join(workdir, "checkpoints")).items() >= before.items()
+    assert checkpoint_steps(workdir) == [2, 4, 6, 8]
+
+    rerun = train(workdir, *flags)  # space again: the same command resumes
+
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming from checkpoint {STEPS}" in rerun.stdout
+    assert checkpoint_steps(workdir) == [2, 4, 6, 8, 10]
