@@ -223,6 +223,22 @@ def test_evaluating_a_pretraining_run_on_test_or_a_translation_workdir_is_a_user
         evaluate_bert_workdir(str(tmp_path), split="dev")
 
 
+def test_evaluate_py_scores_a_pretraining_workdir_on_dev_by_default(pretrained, tmp_path):
+    evaluate_py = os.path.join(os.path.dirname(os.path.dirname(__file__)), "evaluate.py")
+    result = subprocess.run(
+        [sys.executable, evaluate_py, "--workdir", str(pretrained), "--outdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / f"dev-step{PRETRAINING_STEPS}.json").read_text())
+    assert report == evaluate_bert_workdir(str(pretrained), split="dev", outdir=str(tmp_path))
+    refused = subprocess.run(
+        [sys.executable, evaluate_py, "--workdir", str(pretrained), "--input", "-"],
+        capture_output=True, text=True, timeout=300, input="x\n",
+    )  # fmt: skip
+    assert refused.returncode == 2 and "need a translation workdir" in refused.stderr
+
+
 # ---------------------------------------------------------------------------------------
 # Fine-tuning
 

@@ -238,7 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     outdir = values.outdir or os.path.join(values.workdir, "eval")
 
     def evaluate() -> None:
-        if values.input is not None:
+        task = load_run_config(values.workdir).get("task", "translation")
+        if task != "translation":
+            evaluate_bert(task)
+        elif values.input is not None:
             if values.output is not None:
                 check_writable(values.output, "--output", is_file=True)
             translate_file(values.workdir, values.input, values.output, **common)
@@ -250,5 +253,21 @@ def main(argv: list[str] | None = None) -> None:
         else:
             check_writable(outdir, "--outdir")
             evaluate_workdir(values.workdir, split=values.split, outdir=values.outdir, **common)
+
+    def evaluate_bert(task: str) -> None:
+        if values.input is not None or values.plot_attention is not None:
+            raise UserError(
+                f"{values.workdir} is a {task} workdir; --input and --plot_attention need a "
+                "translation workdir"
+            )
+        # BERT runs are scored by their training task; only this command-line layer
+        # reaches from inference into training, lazily.
+        from jaxtrans.training.bert_evaluation import evaluate_bert_workdir
+
+        default_split = "test" if task == "bert_classification" else "dev"
+        split = values.split if values["split"].present else default_split
+        evaluate_bert_workdir(
+            values.workdir, split=split, checkpoint=values.checkpoint, outdir=values.outdir
+        )
 
     run(evaluate)
