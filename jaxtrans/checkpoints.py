@@ -10,6 +10,8 @@ mid-write never leaves a checkpoint that looks complete.
 import logging
 import os
 import re
+import sys
+import traceback
 from typing import Any
 
 import jax
@@ -25,10 +27,44 @@ def checkpoint_dir(workdir: str) -> str:
     return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
 
 
+# When one TensorStore read or write of a checkpoint fails, orbax raises that error (which
+# the caller reports in one line) and closes its event loop; the sibling operations it
+# abandoned then finish, and their callbacks into the closed loop, or their never-retrieved
+# futures, are printed as dozens of tracebacks that say nothing more. Drop exactly those.
+
+
+def _is_abandoned_checkpoint_callback(error: BaseException | None) -> bool:
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
+class _AbandonedFutures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        orbax = exc is not None and any(
+            "orbax" in frame.filename for frame in traceback.extract_tb(exc.__traceback__)
+        )
+        return not (orbax and str(record.msg).startswith("Future exception was never retrieved"))
+
+
+def _quiet_abandoned_operations() -> None:
+    previous = sys.unraisablehook
+    if getattr(previous, "jaxtrans_quiet", False):
+        return
+
+    def hook(unraisable) -> None:
+        if not _is_abandoned_checkpoint_callback(unraisable.exc_value):
+            previous(unraisable)
+
+    hook.jaxtrans_quiet = True
+    sys.unraisablehook = hook
+    logging.getLogger("asyncio").addFilter(_AbandonedFutures())
+
+
 class Checkpointer:
     """Save and restore training checkpoints of one workdir (async, keeps the last K)."""
 
     def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
+        _quiet_abandoned_operations()
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None if read_only else keep,
             save_interval_steps=0 if read_only else 1,

@@ -244,10 +244,9 @@ def test_a_failing_checkpoint_write_is_a_one_line_error_and_older_checkpoints_st
     run = train(workdir, *flags, prelude=FULL_DISK)
 
     assert run.returncode == 2, run.stderr
-    # orbax and TensorStore log the failure of their background writer first; the
-    # program's own report is the last line.
-    message = run.stderr.strip().splitlines()[-1]
-    assert message == one_error_line(run.stderr)
+    # Around the program's one-line report, orbax logs the failure of its background writer
+    # and TensorStore prints tracebacks of callbacks to orbax's closed event loop.
+    message = one_error_line(run.stderr)
     assert "writing a checkpoint in" in message and "File too large" in message
     assert "rerun the same command to resume" in message
     assert snapshot(os.path.join(workdir, "checkpoints")).items() >= before.items()

@@ -5,6 +5,7 @@ Side effects (files, console, signals) live here; the step itself is pure (step.
 what is trained (tokenizer, model, batches, loss, evaluation) is the task's (tasks.py).
 """
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -129,6 +130,18 @@ class StopSignal:
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def finishing_checkpoint_writes(checkpointer: Checkpointer):
+    """On an error (e.g. a non-finite loss), let a checkpoint being written finish first: it
+    holds an earlier, good state."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            checkpointer.wait()
+        raise
 
 
 def global_batch(local: dict[str, np.ndarray], sharding_) -> dict[str, jax.Array]:
@@ -297,7 +310,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
     pending: list[tuple[int, dict[str, jax.Array]]] = []
     step = first_step
     window_start, window_steps = time.time(), 0
-    with StopSignal() as stop:
+    with StopSignal() as stop, finishing_checkpoint_writes(checkpointer):
         while step < num_steps:
             batch = global_batch(next(train_iter), batch_sharding)
             state, metrics = jit_train_step(state, batch)
