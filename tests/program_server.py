@@ -58,7 +58,7 @@ class Run:
                 raise AssertionError(f"ended before printing {text!r}:\n{self.stderr}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {text!r} on stdout after {timeout} s")
-            time.sleep(0.05)
+            time.sleep(0.01)
 
 
 class ProgramServer:

@@ -79,7 +79,8 @@ IN_MEMORY_QUEUE = re.compile(r"^pickle\.find_class .* from .*multiprocessing/que
 
 @pytest.fixture(scope="module")
 def audit_log(tmp_path_factory) -> list[str]:
-    """Audit events of a resumed training and of an evaluation of its workdir."""
+    """Audit events of a resumed training and of an evaluation of its workdir (restore,
+    decode the dev split, score it with sacreBLEU, write the report)."""
     tmp_path = tmp_path_factory.mktemp("audited")
     log = str(tmp_path / "audit.log")
     prelude = AUDIT.format(log=log)
@@ -94,11 +95,9 @@ def audit_log(tmp_path_factory) -> list[str]:
     workdir = copy_of_reference(tmp_path / "run")
     resumed = train(workdir, *tiny_flags(num_steps=10), prelude=prelude)
     assert resumed.returncode == 0, resumed.stderr
-    source = tmp_path / "sentences.txt"
-    source.write_text("sa kelu mira\n")
     evaluated = run_program(
         "evaluate.py",
-        ["--workdir", workdir, f"--input={source}", "--beam_size=1", "--max_extra_length=2"],
+        ["--workdir", workdir, "--split=dev", "--beam_size=1", "--max_extra_length=2"],
         prelude=prelude,
     )
     assert evaluated.returncode == 0, evaluated.stderr
