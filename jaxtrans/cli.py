@@ -79,7 +79,7 @@ def parse_flags(
     try:
         values(argv)
     except flags.Error as error:
-        fail(f"{error}")
+        fail(f"{error}; see --help")
     except (AttributeError, LookupError) as error:
         unknown = unknown_field(argv, error)
         if unknown is not None:

@@ -120,7 +120,7 @@ CASES = [
     Case("override_of_unknown_field", TRAIN, ("--config.train.num_step=5",),
          ("--config.train.num_step", "no field train.num_step", "did you mean num_steps?")),
     Case("override_with_mistyped_value", TRAIN, ("--config.train.num_steps=many",),
-         ("--config.train.num_steps=many", "invalid literal for int()")),
+         ("--config.train.num_steps=many", "invalid literal for int()", "see --help")),
     Case("unknown_nonfinite_policy", TRAIN, ("--config.train.on_nonfinite=ignore",),
          ("on_nonfinite='ignore'", "use stop or skip")),
     Case("unknown_task", TRAIN, ("--config.task=translate",),
@@ -129,7 +129,7 @@ CASES = [
     Case("data_file_missing", TRAIN, ("--config.data.train={files}/no_such.tsv",),
          ("no_such.tsv: no such data file", "check --config.data")),
     Case("data_file_empty", TRAIN, ("--config.data.train={files}/empty.tsv",),
-         ("empty.tsv: the files hold no lines",)),
+         ("empty.tsv: the files hold no lines", "SOURCE<TAB>TARGET")),
     Case("data_with_invalid_utf8", TRAIN, ("--config.data.train={files}/bad_utf8.tsv",),
          ("bad_utf8.tsv:2: malformed line: invalid UTF-8", "skip_malformed=True")),
     Case("tsv_line_without_tab", TRAIN, ("--config.data.train={files}/no_tab.tsv",),
@@ -180,7 +180,7 @@ CASES = [
     Case("evaluate_outdir_is_a_file", EVALUATE, ("--outdir={files}/empty.tsv",),
          ("--outdir", "not a writable directory", "choose another"), workdir="trained"),
     Case("evaluate_input_file_missing", EVALUATE, ("--input={files}/no_such.txt",),
-         ("--input", "no_such.txt", "No such file"), workdir="trained"),
+         ("--input", "no_such.txt", "No such file", "check the path"), workdir="trained"),
 ]  # fmt: skip
 
 

@@ -51,7 +51,10 @@ def training_pairs(data_config) -> PairSource:
     if kind == "files":
         pairs = text_files.indexed_files(data_config.train, data_config)
         if len(pairs) == 0:
-            raise UserError(f"--config.data.train={data_config.train}: the files hold no lines")
+            raise UserError(
+                f"--config.data.train={data_config.train}: the files hold no lines; give files "
+                "of SOURCE<TAB>TARGET lines (.tsv) or JSON objects (.jsonl)"
+            )
         return pairs
     return _demo(data_config, "train")
 

@@ -131,7 +131,7 @@ def translate_file(
             with open(input_path, encoding="utf-8") as f:
                 sentences = f.read().splitlines()
         except OSError as error:
-            raise UserError(f"--input {input_path}: {error.strerror}") from error
+            raise UserError(f"--input {input_path}: {error.strerror}; check the path") from error
     restored = restore_run(workdir, checkpoint)
     translations = translate(
         restored.model_config,
