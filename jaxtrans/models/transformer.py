@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jaxtrans.nn import (
     BlockConfig,
     Decoder,
+    Dropout,
     Encoder,
     LearnedPositions,
     causal_mask,
@@ -85,7 +86,7 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg, cfg.num_decoder_layers, decode=cfg.decode)
         if not cfg.tie_output:
             self.output = dense(cfg, cfg.output_vocab_size, ("embed", "vocab"))
-        self.embedding_dropout = nn.Dropout(cfg.dropout_rate)
+        self.embedding_dropout = Dropout(cfg.dropout_rate)
 
     def _embed(
         self,

@@ -3,6 +3,7 @@
 from jaxtrans.nn.attention import MultiHeadAttention, attention_weights, fused_attention
 from jaxtrans.nn.blocks import Decoder, DecoderBlock, Encoder, EncoderBlock
 from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.feed_forward import FeedForward
 from jaxtrans.nn.masks import PAD_ID, causal_mask, combine_masks, padding_mask, segment_mask
 from jaxtrans.nn.positions import (
@@ -17,6 +18,7 @@ __all__ = [
     "BlockConfig",
     "Decoder",
     "DecoderBlock",
+    "Dropout",
     "Encoder",
     "EncoderBlock",
     "FeedForward",

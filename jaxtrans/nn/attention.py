@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.masks import combine_masks
 from jaxtrans.nn.positions import apply_rope
 
@@ -129,7 +130,7 @@ class MultiHeadAttention(nn.Module):
         else:
             weights = attention_weights(q, k, mask)
             self.sow("intermediates", "attention_weights", weights)
-            weights = nn.Dropout(cfg.attention_dropout_rate)(weights, deterministic)
+            weights = Dropout(cfg.attention_dropout_rate)(weights, deterministic)
             x = jnp.einsum("bnqk,bknh->bqnh", weights.astype(v.dtype), v)
 
         return nn.DenseGeneral(

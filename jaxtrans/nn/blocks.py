@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxtrans.nn.attention import MultiHeadAttention
 from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.feed_forward import FeedForward
 from jaxtrans.nn.layers import layer_norm
 
@@ -27,7 +28,7 @@ def residual(
     deterministic: bool,
 ) -> jnp.ndarray:
     """One residual sub-layer with the configured LayerNorm placement and dropout."""
-    dropout = nn.Dropout(config.dropout_rate)
+    dropout = Dropout(config.dropout_rate)
     if config.norm == "pre":
         return x + dropout(sublayer(norm(x)), deterministic)
     return norm(x + dropout(sublayer(x), deterministic))

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.layers import dense
 
 ACTIVATIONS = {
@@ -24,5 +25,5 @@ class FeedForward(nn.Module):
         cfg = self.config
         h = dense(cfg, cfg.d_ff, ("embed", "mlp"), name="wi")(x)
         h = ACTIVATIONS[cfg.activation](h)
-        h = nn.Dropout(cfg.activation_dropout_rate)(h, deterministic)
+        h = Dropout(cfg.activation_dropout_rate)(h, deterministic)
         return dense(cfg, cfg.d_model, ("mlp", "embed"), name="wo")(h)
