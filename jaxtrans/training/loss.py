@@ -27,7 +27,9 @@ def label_smoothed_cross_entropy(
     nll = log_z - target_logit
     uniform = log_z - jnp.mean(logits, axis=-1)
     loss = (1.0 - smoothing) * nll + smoothing * uniform
-    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    # Correct: the reference token has the highest logit (a tie counts as correct). The
+    # max is shared with the log-sum-exp; argmax would be one more pass over the logits.
+    correct = (target_logit >= jnp.max(logits, axis=-1)).astype(jnp.float32)
     weights = weights.astype(jnp.float32)
     return {
         "loss": jnp.sum(loss * weights),
