@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import steps
 import torch
 
-MATMUL_SIZE = 2048
+MATMUL_SIZE = 2048  # --quick: 512
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,12 +65,12 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def matmul_timers() -> dict[str, Callable[[], object]]:
-    """One float32 [n, n] x [n, n] product per call, in each framework."""
-    a = jnp.ones((MATMUL_SIZE, MATMUL_SIZE), jnp.float32)
+def matmul_timers(size: int) -> dict[str, Callable[[], object]]:
+    """One float32 [size, size] x [size, size] product per call, in each framework."""
+    a = jnp.ones((size, size), jnp.float32)
     product = jax.jit(lambda x: x @ x)
     product(a).block_until_ready()
-    b = torch.ones(MATMUL_SIZE, MATMUL_SIZE)
+    b = torch.ones(size, size)
     return {
         "jax": lambda: product(a).block_until_ready(),
         "torch": lambda: torch.mm(b, b),
@@ -134,7 +134,7 @@ def describe(name: str) -> str:
 def main() -> int:
     args = parse_args()
     if args.quick:
-        args.shapes, args.rounds, args.steps = "tiny", 1, 2
+        args.shapes, args.rounds, args.steps, args.cpu_devices = "tiny", 1, 2, 1
     names = [n.strip() for n in args.shapes.split(",") if n.strip()]
     unknown = [n for n in names if n not in steps.SHAPES]
     if unknown:
@@ -142,17 +142,18 @@ def main() -> int:
         return 2
     threads = use_cores(args.threads)
     jax.config.update("jax_num_cpu_devices", args.cpu_devices or threads)
-    matmuls = matmul_timers()
+    size = 512 if args.quick else MATMUL_SIZE
+    matmuls = matmul_timers(size)
     matmul_times: dict[str, list[float]] = {name: [] for name in matmuls}
     results = {name: measure(name, args, matmuls, matmul_times) for name in names}
 
-    flops = 2 * MATMUL_SIZE**3
+    flops = 2 * size**3
     rates = {name: flops / statistics.median(t) for name, t in matmul_times.items()}
     peak = max(rates.values())
     print(
         f"{threads} threads (XLA and torch.set_num_threads), {args.rounds} interleaved rounds "
         f"of {args.steps} steps each; load average {os.getloadavg()[0]:.1f}; float32 "
-        f"{MATMUL_SIZE}^3 matmul: JAX {rates['jax'] / 1e9:.0f}, PyTorch "
+        f"{size}^3 matmul: JAX {rates['jax'] / 1e9:.0f}, PyTorch "
         f"{rates['torch'] / 1e9:.0f} GFLOP/s"
     )
     for name in names:

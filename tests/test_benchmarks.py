@@ -1,0 +1,25 @@
+"""The benchmark scripts run (a smoke test: tiny model, one round; nothing is timed)."""
+
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_train_step_benchmark_quick_prints_its_table():
+    # Compiling at XLA's lowest optimisation level keeps this a few seconds.
+    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    out = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "train_step.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| tiny |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["jaxtrans", "torch"]
+    assert re.search(r"\| \d+\.\d\dx \|", rows[0]), rows[0]  # the jaxtrans/torch ratio
