@@ -60,8 +60,9 @@ def test_segment_mask_between_target_and_source_segments():
 def random_qkv(seed=0, batch=2, q_len=5, kv_len=6, heads=3, head_dim=8):
     keys = jax.random.split(jax.random.key(seed), 3)
     q = jax.random.normal(keys[0], (batch, q_len, heads, head_dim))
-    k = jax.random.normal(keys[1], (batch, kv_len, heads, head_dim))
-    v = jax.random.normal(keys[2], (batch, kv_len, heads, head_dim))
+    # Keys and values heads-major, as attention_weights and fused_attention take them.
+    k = jax.random.normal(keys[1], (batch, heads, kv_len, head_dim))
+    v = jax.random.normal(keys[2], (batch, heads, kv_len, head_dim))
     return q, k, v
 
 
@@ -69,7 +70,7 @@ def test_attention_weights_equal_float64_softmax_of_scaled_scores():
     q, k, _ = random_qkv()
     weights = np.asarray(attention_weights(q, k, None))
     q64, k64 = np.asarray(q, np.float64), np.asarray(k, np.float64)
-    scores = np.einsum("bqnh,bknh->bnqk", q64, k64) / np.sqrt(q.shape[-1])
+    scores = np.einsum("bqnh,bnkh->bnqk", q64, k64) / np.sqrt(q.shape[-1])
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
     np.testing.assert_allclose(weights, expected, atol=1e-6)
@@ -96,7 +97,7 @@ def test_fully_masked_query_gets_zero_weights_not_nan():
 
 
 def xla_attention(q, k, v, mask):
-    return jnp.einsum("bnqk,bknh->bqnh", attention_weights(q, k, mask), v)
+    return jnp.einsum("bnqk,bnkh->bqnh", attention_weights(q, k, mask), v)
 
 
 @pytest.mark.parametrize(

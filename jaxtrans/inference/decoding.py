@@ -24,7 +24,7 @@ def _decoding_model(config: TransformerConfig) -> Transformer:
 
 
 def init_cache(config: TransformerConfig, rows: int, max_len: int) -> dict:
-    """Zeroed self-attention caches, [rows, max_len, heads, head_dim] per decoder layer."""
+    """Zeroed self-attention caches, [rows, heads, max_len, head_dim] per decoder layer."""
     model = _decoding_model(config)
     target = jnp.zeros((rows, max_len), jnp.int32)
     positions = jnp.broadcast_to(jnp.arange(max_len, dtype=jnp.int32), (rows, max_len))

@@ -78,6 +78,16 @@ def length_penalty(length: jnp.ndarray, alpha: float | jnp.ndarray) -> jnp.ndarr
     return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
 
 
+def top_k(x: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``jax.lax.top_k`` behind an optimization barrier.
+
+    XLA's CPU compiler turns a top-k into its fast kernel only while the results are used
+    whole; slicing them further (as beam search does) makes it a full sort of the row,
+    about 100x slower over a 32k-candidate row. The barrier keeps the results whole.
+    """
+    return jax.lax.optimization_barrier(jax.lax.top_k(x, k))
+
+
 def tile_beams(tree: Cache, beam_size: int) -> Cache:
     """Repeat every row beam_size times: leaves [batch, ...] -> [batch * beam_size, ...]."""
     return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, beam_size, axis=0), tree)
@@ -101,7 +111,7 @@ def _extend(tokens: jnp.ndarray, beams: jnp.ndarray, new: jnp.ndarray, i: jnp.nd
 
 def _best(scores: jnp.ndarray, tokens: jnp.ndarray, k: int):
     """The k best of scores [batch, n] and their tokens [batch, n, max_len], best first."""
-    scores, index = jax.lax.top_k(scores, k)
+    scores, index = top_k(scores, k)
     return scores, jnp.take_along_axis(tokens, index[:, :, None], axis=1)
 
 
@@ -147,12 +157,16 @@ def beam_search(
         candidates = candidates.reshape(batch, k * vocab)
         at_limit = (i + 1 >= max_lengths)[:, None]
 
+        # One top-k serves both sets: each live hypothesis has a single EOS extension, so
+        # at most K of the 2K most probable candidates end in EOS and at least K do not.
+        top_logprobs, top = top_k(candidates, 2 * k)
+        top_tokens = top % vocab
+
         # Finish the candidates among the K most probable that end in EOS (all of them
         # at the length limit); a beam of one thus stops exactly where greedy does.
-        top_logprobs, top = jax.lax.top_k(candidates, k)
-        ends = (top % vocab == eos_id) | at_limit
-        new_scores = jnp.where(ends, top_logprobs / length_penalty(i + 1, alpha), -jnp.inf)
-        new_tokens = _extend(live_tokens, top // vocab, top % vocab, i)
+        ends = (top_tokens[:, :k] == eos_id) | at_limit
+        new_scores = jnp.where(ends, top_logprobs[:, :k] / length_penalty(i + 1, alpha), -jnp.inf)
+        new_tokens = _extend(live_tokens, top[:, :k] // vocab, top_tokens[:, :k], i)
         finished_scores, finished_tokens = _best(
             jnp.concatenate([state["finished_scores"], new_scores], axis=1),
             jnp.concatenate([state["finished_tokens"], new_tokens], axis=1),
@@ -160,8 +174,8 @@ def beam_search(
         )
 
         # Keep the K most probable candidates that do not end in EOS alive.
-        is_eos = jnp.arange(k * vocab) % vocab == eos_id
-        live_logprobs, live = jax.lax.top_k(jnp.where(is_eos, -jnp.inf, candidates), k)
+        live_logprobs, kept = top_k(jnp.where(top_tokens == eos_id, -jnp.inf, top_logprobs), k)
+        live = jnp.take_along_axis(top, kept, axis=1)
         last = (live % vocab).astype(jnp.int32)
         live_tokens = _extend(live_tokens, live // vocab, last, i)
         cache = gather_beams(cache, live // vocab)

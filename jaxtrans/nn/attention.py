@@ -1,7 +1,9 @@
 """Scaled dot-product attention and the multi-head attention module.
 
-Shapes: queries [batch, q_len, heads, head_dim], keys/values [batch, kv_len, heads,
-head_dim], boolean masks broadcastable to [batch, heads, q_len, kv_len] (True = attend).
+Shapes: queries [batch, q_len, heads, head_dim]; keys and values heads-major, [batch,
+heads, kv_len, head_dim], the layout the score and mixing products read without a
+transpose (a decoding cache is stored that way, so no step copies it); boolean masks
+broadcastable to [batch, heads, q_len, kv_len] (True = attend).
 
 For incremental decoding the module keeps keys and values between calls in two Flax
 variable collections: ``"cache"`` (decoder self-attention, one slot per target position,
@@ -31,11 +33,13 @@ CacheKind = Literal["causal", "memory"]
 def attention_weights(q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None) -> jnp.ndarray:
     """softmax(q k^T / sqrt(d_k)) over keys, in float32 -> [batch, heads, q_len, kv_len].
 
+    q [batch, q_len, heads, head_dim], k [batch, heads, kv_len, head_dim].
+
     Masked keys get exactly zero weight; a query with no key to attend to (a padding
     row of a packed batch) gets all-zero weights rather than NaN.
     """
     q = q * jnp.asarray(q.shape[-1] ** -0.5, q.dtype)
-    scores = jnp.einsum("bqnh,bknh->bnqk", q, k).astype(jnp.float32)
+    scores = jnp.einsum("bqnh,bnkh->bnqk", q, k).astype(jnp.float32)
     if mask is None:
         return jax.nn.softmax(scores, axis=-1)
     scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -47,9 +51,11 @@ def fused_attention(
 ) -> jnp.ndarray:
     """jax.nn.dot_product_attention (cuDNN on GPU) -> [batch, q_len, heads, head_dim].
 
-    The library averages all values for a fully masked query; we zero those rows so
-    both paths agree.
+    k, v heads-major as everywhere here; the library takes [batch, kv_len, heads,
+    head_dim] (XLA folds the two transposes away). It averages all values for a fully
+    masked query; we zero those rows so both paths agree.
     """
+    k, v = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)
     if mask is None:
         return jax.nn.dot_product_attention(q, k, v)
     shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
@@ -70,7 +76,7 @@ class MultiHeadAttention(nn.Module):
     config: BlockConfig
     rope: bool = False
     # Incremental decoding; None: off. "causal": each call writes its keys/values into
-    # the next free slots of a [batch, max_len, heads, head_dim] cache and its queries
+    # the next free slots of a [batch, heads, max_len, head_dim] cache and its queries
     # attend to every slot filled so far (the cache is sized by the input of model.init).
     # "memory": keys/values of a fixed memory are projected and stored when inputs_kv
     # is given, and read back from the cache when inputs_kv is None.
@@ -119,6 +125,7 @@ class MultiHeadAttention(nn.Module):
             v = projection(name="value")(inputs_kv)
             if self.rope:
                 k = apply_rope(k, kv_positions, cfg.rope_base)  # cached keys stay rotated
+            k, v = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # heads-major
             if self.cache == "memory":
                 self.put_variable(MEMORY_CACHE, "cached_key", k)
                 self.put_variable(MEMORY_CACHE, "cached_value", v)
@@ -131,7 +138,7 @@ class MultiHeadAttention(nn.Module):
             weights = attention_weights(q, k, mask)
             self.sow("intermediates", "attention_weights", weights)
             weights = Dropout(cfg.attention_dropout_rate)(weights, deterministic)
-            x = jnp.einsum("bnqk,bknh->bqnh", weights.astype(v.dtype), v)
+            x = jnp.einsum("bnqk,bnkh->bqnh", weights.astype(v.dtype), v)
 
         return nn.DenseGeneral(
             features=cfg.d_model,
@@ -149,9 +156,9 @@ class MultiHeadAttention(nn.Module):
     def _append_to_cache(
         self, k: jnp.ndarray, v: jnp.ndarray, mask: jnp.ndarray | None
     ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray | None]:
-        """Write k, v [batch, q_len, heads, head_dim] at the cache index and advance it.
+        """Write k, v [batch, heads, q_len, head_dim] at the cache index and advance it.
 
-        Returns the whole cache [batch, max_len, heads, head_dim] and the mask extended
+        Returns the whole cache [batch, heads, max_len, head_dim] and the mask extended
         so that the query at absolute position index + t sees slots 0 .. index + t.
         """
         initialized = self.has_variable(CACHE, "cached_key")
@@ -162,9 +169,9 @@ class MultiHeadAttention(nn.Module):
             # model.init: the call only sizes the cache; attend as without one.
             return k, v, mask
         start = index.value
-        cached_key.value = jax.lax.dynamic_update_slice(cached_key.value, k, (0, start, 0, 0))
-        cached_value.value = jax.lax.dynamic_update_slice(cached_value.value, v, (0, start, 0, 0))
-        index.value = start + k.shape[1]
-        slots = jnp.arange(cached_key.value.shape[1])
-        visible = slots[None, :] <= start + jnp.arange(k.shape[1])[:, None]  # [q_len, max_len]
+        cached_key.value = jax.lax.dynamic_update_slice(cached_key.value, k, (0, 0, start, 0))
+        cached_value.value = jax.lax.dynamic_update_slice(cached_value.value, v, (0, 0, start, 0))
+        index.value = start + k.shape[2]
+        slots = jnp.arange(cached_key.value.shape[2])
+        visible = slots[None, :] <= start + jnp.arange(k.shape[2])[:, None]  # [q_len, max_len]
         return cached_key.value, cached_value.value, combine_masks(mask, visible[None, None])
