@@ -7,11 +7,13 @@ Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete.
 """
 
+import contextlib
 import logging
 import os
 import re
 import sys
 import traceback
+import warnings
 from typing import Any
 
 import jax
@@ -28,22 +30,30 @@ def checkpoint_dir(workdir: str) -> str:
 
 
 # When one TensorStore read or write of a checkpoint fails, orbax raises that error (which
-# the caller reports in one line) and closes its event loop; the sibling operations it
-# abandoned then finish, and their callbacks into the closed loop, or their never-retrieved
-# futures, are printed as dozens of tracebacks that say nothing more. Drop exactly those.
+# the caller reports in one line) and abandons the sibling reads or writes it had started.
+# Those finish later with errors of their own and Python prints each one whenever it
+# collects it ("Exception ignored in <coroutine ...>", "Task exception was never
+# retrieved", "coroutine ... was never awaited", callbacks into orbax's closed event
+# loop): dozens of tracebacks that say nothing more. While an operation of ours runs, and
+# for good once one has failed, drop exactly those reports.
+_quiet = False
 
 
-def _is_abandoned_checkpoint_callback(error: BaseException | None) -> bool:
-    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+def _abandoned(unraisable) -> bool:
+    error, source = unraisable.exc_value, unraisable.object
+    closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+    return closed_loop or (_quiet and hasattr(source, "cr_code"))  # a dropped coroutine
 
 
 class _AbandonedFutures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        # asyncio: "Future exception ...", "Task exception ...", "_GatheringFuture ..."
+        never_retrieved = "exception was never retrieved" in str(record.msg)
         exc = record.exc_info[1] if record.exc_info else None
         orbax = exc is not None and any(
             "orbax" in frame.filename for frame in traceback.extract_tb(exc.__traceback__)
         )
-        return not (orbax and str(record.msg).startswith("Future exception was never retrieved"))
+        return not (never_retrieved and (orbax or _quiet))
 
 
 def _quiet_abandoned_operations() -> None:
@@ -52,12 +62,27 @@ def _quiet_abandoned_operations() -> None:
         return
 
     def hook(unraisable) -> None:
-        if not _is_abandoned_checkpoint_callback(unraisable.exc_value):
+        if not _abandoned(unraisable):
             previous(unraisable)
 
     hook.jaxtrans_quiet = True
     sys.unraisablehook = hook
     logging.getLogger("asyncio").addFilter(_AbandonedFutures())
+
+
+@contextlib.contextmanager
+def _operation():
+    """A checkpoint read or write; if it fails, what it abandoned is not reported."""
+    global _quiet
+    _quiet = True
+    try:
+        yield
+    except BaseException:
+        # Stay quiet: what the operation abandoned reports later, at any time, also as
+        # warnings about its coroutines (never awaited once their loop is gone).
+        warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
+        raise
+    _quiet = False
 
 
 class Checkpointer:
@@ -93,44 +118,43 @@ class Checkpointer:
 
     def save(self, step: int, params, opt_state, rng, meta: dict[str, Any]) -> bool:
         """Start writing checkpoint ``step`` (returns at once when async)."""
-        return self.manager.save(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardSave(params),
-                training=ocp.args.StandardSave({"opt_state": opt_state, "rng": rng}),
-                meta=ocp.args.JsonSave(meta),
-            ),
-            force=True,
+        args = ocp.args.Composite(
+            params=ocp.args.StandardSave(params),
+            training=ocp.args.StandardSave({"opt_state": opt_state, "rng": rng}),
+            meta=ocp.args.JsonSave(meta),
         )
+        with _operation():
+            return self.manager.save(step, args=args, force=True)
 
     def restore_meta(self, step: int) -> dict[str, Any]:
-        return self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
-            "meta"
-        ]
+        with _operation():
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+            )
+        return restored["meta"]
 
     def restore(self, step: int, abstract_params, abstract_opt_state, abstract_rng):
         """Restore the training items of ``step`` onto the shardings of the abstract trees."""
-        restored = self.manager.restore(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardRestore(abstract_params),
-                training=ocp.args.StandardRestore(
-                    {"opt_state": abstract_opt_state, "rng": abstract_rng}
-                ),
-                meta=ocp.args.JsonRestore(),
+        args = ocp.args.Composite(
+            params=ocp.args.StandardRestore(abstract_params),
+            training=ocp.args.StandardRestore(
+                {"opt_state": abstract_opt_state, "rng": abstract_rng}
             ),
+            meta=ocp.args.JsonRestore(),
         )
+        with _operation():
+            restored = self.manager.restore(step, args=args)
         training = restored["training"]
         return restored["params"], training["opt_state"], training["rng"], restored["meta"]
 
     def restore_params(self, step: int, abstract_params):
-        restored = self.manager.restore(
-            step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
-        )
-        return restored["params"]
+        args = ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
+        with _operation():
+            return self.manager.restore(step, args=args)["params"]
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        with _operation():  # an async write's failure surfaces here
+            self.manager.wait_until_finished()
 
     def close(self) -> None:
         self.manager.close()
