@@ -9,53 +9,22 @@ Shared 32k SentencePiece vocabulary, Adam(0.9, 0.98, 1e-9) with the Noam schedul
 
 import ml_collections
 
+from configs._dataclass_section import dataclass_section
 from jaxtrans.data.config import get_data_config
+from jaxtrans.models.transformer import TransformerConfig
 
 
 def get_model_config() -> ml_collections.ConfigDict:
-    """Fields of jaxtrans.models.TransformerConfig; vocab_size comes from the tokenizer."""
-    model = ml_collections.ConfigDict()
-    # Width of the residual stream.
-    model.d_model = 512
-    # Attention heads.
-    model.num_heads = 8
-    # Feed-forward hidden width.
-    model.d_ff = 2048
-    # Encoder layers.
-    model.num_encoder_layers = 6
-    # Decoder layers.
-    model.num_decoder_layers = 6
-    # Dropout on embeddings and residual branches (paper P_drop).
-    model.dropout_rate = 0.1
-    # Dropout on attention weights.
-    model.attention_dropout_rate = 0.1
-    # Dropout after the feed-forward activation.
-    model.activation_dropout_rate = 0.1
-    # Feed-forward activation: relu | gelu | gelu_tanh.
-    model.activation = "relu"
-    # LayerNorm placement: post (paper) | pre.
-    model.norm = "post"
-    # Positions: sinusoidal (paper) | learned | rope.
-    model.position = "sinusoidal"
-    # RoPE frequency base.
-    model.rope_base = 10000.0
-    # Longest sequence the learned position table covers.
-    model.max_len = 512
-    # LayerNorm epsilon.
-    model.layer_norm_epsilon = 1e-6
-    # Attention kernel: xla | fused (jax.nn.dot_product_attention; needs attention dropout 0).
-    model.attention_impl = "xla"
-    # Recompute layer activations in the backward pass to save memory.
-    model.remat = False
-    # Compute dtype: float32, or bfloat16 on GPU/TPU (parameters stay float32).
-    model.dtype = "float32"
-    # Parameter storage dtype.
-    model.param_dtype = "float32"
-    # One embedding table for source and target (shared SentencePiece vocabulary).
-    model.share_embeddings = True
-    # Output projection tied to the target embedding.
-    model.tie_output = True
-    return model
+    """TransformerConfig's fields (described there), less those set at run time: vocab_size
+    and target_vocab_size come from the tokenizer, pad_id is the vocabulary's, and decode
+    is switched on by the decoding code."""
+    return dataclass_section(
+        TransformerConfig,
+        exclude=("vocab_size", "target_vocab_size", "pad_id", "decode"),
+        # 1e-6 as in tensor2tensor, the paper's code (and Flax's LayerNorm); TransformerConfig
+        # keeps PyTorch's 1e-5, which the parity tests compare against.
+        layer_norm_epsilon=1e-6,
+    )
 
 
 def get_optimizer_config() -> ml_collections.ConfigDict:

@@ -17,54 +17,15 @@ trained into the workdir, or --config.data.hf_checkpoint=DIR uses a checkpoint's
 import ml_collections
 
 from configs import base
+from configs._dataclass_section import dataclass_section
 from jaxtrans.data.bert_config import get_bert_data_config
+from jaxtrans.models.bert import BertConfig
 
 
 def get_model_config() -> ml_collections.ConfigDict:
-    """Fields of jaxtrans.models.bert.BertConfig; vocab_size and pad_id come from the
-    tokenizer."""
-    model = ml_collections.ConfigDict()
-    # Width of the residual stream (hidden_size).
-    model.d_model = 768
-    # Attention heads.
-    model.num_heads = 12
-    # Feed-forward hidden width (intermediate_size).
-    model.d_ff = 3072
-    # Encoder layers.
-    model.num_layers = 12
-    # Token types (segments A and B).
-    model.type_vocab_size = 2
-    # Dropout on embeddings and residual branches (hidden_dropout_prob).
-    model.dropout_rate = 0.1
-    # Dropout on attention weights (attention_probs_dropout_prob).
-    model.attention_dropout_rate = 0.1
-    # Dropout after the feed-forward activation (BERT has none).
-    model.activation_dropout_rate = 0.0
-    # Dropout before a classifier head (None = dropout_rate).
-    model.classifier_dropout_rate = None
-    # Feed-forward activation: gelu (exact, BERT) | gelu_tanh | relu.
-    model.activation = "gelu"
-    # LayerNorm placement: post (BERT) | pre.
-    model.norm = "post"
-    # Positions: learned (BERT) | sinusoidal | rope.
-    model.position = "learned"
-    # RoPE frequency base (position = rope only).
-    model.rope_base = 10000.0
-    # Rows of the learned position table: the longest sequence the model can take.
-    model.max_len = 512
-    # LayerNorm epsilon.
-    model.layer_norm_epsilon = 1e-12
-    # Classes of a classification head (unused in pretraining).
-    model.num_labels = 2
-    # Attention kernel: xla | fused (jax.nn.dot_product_attention; needs attention dropout 0).
-    model.attention_impl = "xla"
-    # Recompute layer activations in the backward pass to save memory.
-    model.remat = False
-    # Compute dtype: float32, or bfloat16 on GPU/TPU (parameters stay float32).
-    model.dtype = "float32"
-    # Parameter storage dtype.
-    model.param_dtype = "float32"
-    return model
+    """BertConfig's fields (described there; its defaults are BERT-base), less vocab_size
+    and pad_id, which come from the tokenizer."""
+    return dataclass_section(BertConfig, exclude=("vocab_size", "pad_id"))
 
 
 def get_eval_config() -> ml_collections.ConfigDict:

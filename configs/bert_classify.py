@@ -18,28 +18,25 @@ jaxtrans.data.glue). Dev accuracy (and F1 for two labels) is logged at every eva
 import ml_collections
 
 from configs import bert_base
+from configs._dataclass_section import dataclass_section
+from jaxtrans.models.bert import BertConfig
 
 
 def get_model_config() -> ml_collections.ConfigDict:
     """The BertConfig fields fine-tuning may set; all others come from the checkpoint."""
-    model = ml_collections.ConfigDict()
-    # Dropout on embeddings and residual branches.
-    model.dropout_rate = 0.1
-    # Dropout on attention weights.
-    model.attention_dropout_rate = 0.1
-    # Dropout after the feed-forward activation (BERT has none).
-    model.activation_dropout_rate = 0.0
-    # Dropout before the classifier (None = dropout_rate).
-    model.classifier_dropout_rate = None
-    # Attention kernel: xla | fused (needs attention dropout 0).
-    model.attention_impl = "xla"
-    # Recompute layer activations in the backward pass to save memory.
-    model.remat = False
-    # Compute dtype: float32, or bfloat16 on GPU/TPU.
-    model.dtype = "float32"
-    # Parameter storage dtype.
-    model.param_dtype = "float32"
-    return model
+    return dataclass_section(
+        BertConfig,
+        only=(
+            "dropout_rate",
+            "attention_dropout_rate",
+            "activation_dropout_rate",
+            "classifier_dropout_rate",
+            "attention_impl",
+            "remat",
+            "dtype",
+            "param_dtype",
+        ),
+    )
 
 
 def get_config() -> ml_collections.ConfigDict:

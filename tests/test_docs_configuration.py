@@ -5,12 +5,15 @@ import ast
 import glob
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
 
 import ml_collections
 import pytest
+
+from jaxtrans.models import BertConfig, TransformerConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "docs", "configuration.md")
@@ -103,3 +106,29 @@ def test_reference_tables_are_up_to_date_with_the_config_comments():
     assert generator.main(["generate_configuration.py", "--check"]) == 0, (
         "docs/configuration.md is out of date: run python docs/generate_configuration.py"
     )
+
+
+def field_comment(cls: type, name: str) -> str:
+    """The comment lines right above ``name: ...`` in the first class of ``cls``'s
+    hierarchy that declares the field, joined."""
+    declaring = next(k for k in reversed(cls.__mro__) if name in inspect.get_annotations(k))
+    lines = inspect.getsource(declaring).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{name}:"))
+    above = []
+    while lines[at - 1].strip().startswith("#"):
+        at -= 1
+        above.insert(0, lines[at].strip().lstrip("#").strip())
+    return " ".join(above)
+
+
+@pytest.mark.parametrize(
+    "name, model_class",
+    [("base", TransformerConfig), ("bert_base", BertConfig), ("bert_classify", BertConfig)],
+)
+def test_model_fields_are_described_by_the_comment_in_their_dataclass(name, model_class):
+    entries = documented()[name]
+    for key in flatten(load_config(name).model):
+        comment = field_comment(model_class, key)
+        assert comment, f"{model_class.__name__}.{key} has no comment above it"
+        description = entries[f"model.{key}"][1].replace("\\|", "|")
+        assert description.startswith(comment), (name, key, description, comment)

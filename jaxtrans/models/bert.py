@@ -41,27 +41,40 @@ class BertConfig(BlockConfig):
 
     The defaults are BERT-base (Devlin et al. 2019) as released: 768/12/3072, 12
     layers, exact GELU, Post-LN, learned positions up to 512, LayerNorm epsilon 1e-12.
+    BlockConfig fields redeclared here hold BERT's values whatever BlockConfig's defaults
+    are; their comments name the field of BERT's config.json.
     """
 
+    # BERT's hidden_size.
     d_model: int = 768
+    # BERT's num_attention_heads.
     num_heads: int = 12
+    # BERT's intermediate_size.
     d_ff: int = 3072
-    # BERT has no dropout inside the feed-forward network, only on its output.
+    # BERT's hidden_dropout_prob.
+    dropout_rate: float = 0.1
+    # BERT's attention_probs_dropout_prob.
+    attention_dropout_rate: float = 0.1
+    # BERT has none: it drops only the feed-forward output.
     activation_dropout_rate: float = 0.0
+    # BERT's is the exact GELU.
     activation: Activation = "gelu"
     position: PositionKind = "learned"
+    # BERT's max_position_embeddings.
+    max_len: int = 512
+    # BERT's layer_norm_eps.
     layer_norm_epsilon: float = 1e-12
     # Word-piece vocabulary size.
     vocab_size: int = 30522
     # Number of token types (segments A and B).
     type_vocab_size: int = 2
-    # Number of encoder layers.
+    # Number of encoder layers (BERT's num_hidden_layers).
     num_layers: int = 12
     # Token id of padding; padded keys are never attended to.
     pad_id: int = 0
-    # Classes of the sequence-classification head.
+    # Classes of the sequence-classification head (unused in pretraining).
     num_labels: int = 2
-    # Dropout before the classifier; None means dropout_rate.
+    # Dropout before the classifier head; None means dropout_rate.
     classifier_dropout_rate: float | None = None
 
     def __post_init__(self):

@@ -45,9 +45,11 @@ class TransformerConfig(BlockConfig):
     num_encoder_layers: int = 6
     # Number of decoder layers.
     num_decoder_layers: int = 6
-    # One embedding table for source and target (needs a shared vocabulary).
+    # One embedding table for source and target (needs a shared vocabulary, e.g. one
+    # SentencePiece model for both languages).
     share_embeddings: bool = True
-    # Output projection = target embedding transposed (one parameter, no bias).
+    # Output projection tied to the target embedding: its transpose, no extra parameter
+    # and no bias.
     tie_output: bool = True
     # Token id of padding; padded keys are never attended to.
     pad_id: int = 0

@@ -33,7 +33,8 @@ class BlockConfig:
     num_heads: int = 8
     # Hidden width of the position-wise feed-forward network.
     d_ff: int = 2048
-    # Dropout on embeddings and on every residual branch.
+    # Dropout on embeddings and on every residual branch (P_drop in the Transformer
+    # paper).
     dropout_rate: float = 0.1
     # Dropout on the attention weights.
     attention_dropout_rate: float = 0.1
@@ -41,22 +42,27 @@ class BlockConfig:
     activation_dropout_rate: float = 0.1
     # Feed-forward non-linearity: "relu", "gelu" (exact erf) or "gelu_tanh".
     activation: Activation = "relu"
-    # "post": x = LN(x + f(x)) as in the paper; "pre": x = x + f(LN(x)), final LN per stack.
+    # LayerNorm placement: "post", x = LN(x + f(x)) as in the Transformer and BERT papers;
+    # "pre", x = x + f(LN(x)) with a final LN per stack.
     norm: NormPlacement = "post"
-    # How positions enter the model: "sinusoidal", "learned" (absolute) or "rope".
+    # How positions enter the model: "sinusoidal" (the Transformer paper), "learned"
+    # absolute positions (BERT) or "rope" (rotary, applied to queries and keys).
     position: PositionKind = "sinusoidal"
-    # RoPE frequency base: angle_i = position * base^(-2i / d_head).
+    # RoPE frequency base (position="rope" only): angle_i = position * base^(-2i / d_head).
     rope_base: float = 10000.0
-    # Largest position id the learned position table holds.
+    # Rows of the learned position table: the longest sequence a model with learned
+    # positions can take.
     max_len: int = 512
     # LayerNorm epsilon.
     layer_norm_epsilon: float = 1e-5
     # Attention kernel: "xla" (einsum + softmax) or "fused" (jax.nn.dot_product_attention,
-    # cuDNN flash attention on GPU). "fused" has no attention-weight dropout.
+    # cuDNN flash attention on GPU). "fused" cannot drop attention weights: it needs
+    # attention_dropout_rate = 0.
     attention_impl: AttentionImpl = "xla"
     # Recompute each layer's activations in the backward pass to save memory.
     remat: bool = False
-    # Compute dtype of matmuls and activations ("float32", "bfloat16").
+    # Compute dtype of matmuls and activations: "float32", or "bfloat16" on GPU/TPU (the
+    # parameters stay in param_dtype).
     dtype: str = "float32"
     # Storage dtype of the parameters.
     param_dtype: str = "float32"
