@@ -124,6 +124,17 @@ def test_training_batches_cover_an_epoch_and_resume_exactly(tokenizer):
     assert any(not np.array_equal(first["label"], b["label"]) for b in expected)  # reshuffled
 
 
+def test_training_state_is_the_position_fine_tuning_checkpoints_hold_and_stats_are_empty(
+    tokenizer,
+):
+    it = training_batches(
+        EXAMPLES, tokenizer, label_names(EXAMPLES), max_seq_length=16, batch_size=2, seed=1
+    )
+    next(it), next(it)
+    assert it.get_state() == {"next_index": 2}
+    assert it.stats() == {}
+
+
 def test_evaluation_batches_keep_order_and_pad_the_last_batch(tokenizer):
     labels = label_names(EXAMPLES)
     batches = list(evaluation_batches(EXAMPLES, tokenizer, labels, max_seq_length=16, batch_size=2))

@@ -33,18 +33,17 @@ real prediction, 0 for padding) [batch, max_predictions_per_seq];
 ``next_sentence_label`` [batch] (0 = B follows A, 1 = B is random).
 """
 
-import copy
 import dataclasses
 import gzip
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import grain
 import grain.experimental
 import numpy as np
 
 from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
 from jaxtrans.errors import UserError
 
 BATCH_KEYS = (
@@ -56,7 +55,6 @@ BATCH_KEYS = (
     "masked_weights",
     "next_sentence_label",
 )
-STATE_FORMAT = 1
 
 
 def read_documents(paths: Sequence[str | Path]) -> list[list[str]]:
@@ -311,64 +309,11 @@ class MakeExample:
         return example
 
 
-class ShuffledEpochs(Sequence):
-    """Rows of a table in a fresh random order each epoch, forever: item i is row
-    ``permutation(epoch)[i % n]`` with ``epoch = i // n``.
-
-    Random access by index keeps the pipeline resumable from a single counter. (Grain's
-    ``shuffle`` computes every index separately, at about ten times the cost of making
-    the example; one numpy permutation per epoch is nearly free.)
-    """
-
-    def __init__(self, rows: Sequence, seed: int):
-        self.rows = rows
-        self.seed = seed
-        self._cache: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))
-
-    def __len__(self) -> int:
-        return 2**62  # practically infinite: training stops by step count
-
-    def __getitem__(self, index: int):
-        epoch, i = divmod(int(index), len(self.rows))
-        cached_epoch, order = self._cache  # one read: reader threads share the cache
-        if epoch != cached_epoch:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.rows))
-            self._cache = (epoch, order)
-        return self.rows[order[i]]
-
-
-class PretrainingIterator:
+class PretrainingIterator(CheckpointableIterator):
     """Infinite iterator over pretraining batches, checkpointable with get_state/set_state."""
 
-    def __init__(self, dataset: grain.IterDataset, identity: dict[str, int]):
-        self._iterator = dataset.__iter__()
-        self._identity = identity
-
-    def __iter__(self) -> "PretrainingIterator":
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        return next(self._iterator)
-
-    def get_state(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; store it next to the model checkpoint."""
-        return {
-            "format": STATE_FORMAT,
-            **self._identity,
-            "pipeline": copy.deepcopy(self._iterator.get_state()),
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly where the iterator that produced ``state`` was."""
-        if state.get("format") != STATE_FORMAT:
-            raise UserError("the saved BERT data-pipeline state has an unknown format")
-        for key, value in self._identity.items():
-            if state.get(key) != value:
-                raise UserError(
-                    f"the saved BERT data-pipeline state was made with {key}={state.get(key)}, "
-                    f"this run has {key}={value}; resume with the same data and settings"
-                )
-        self._iterator.set_state(copy.deepcopy(state["pipeline"]))
+    state_name = "BERT data-pipeline"
+    resume_advice = "resume with the same data and settings"
 
 
 def pretraining_iterator(
@@ -411,4 +356,4 @@ def pretraining_iterator(
         "process_count": process_count,
         "num_chunks": len(chunks),
     }
-    return PretrainingIterator(dataset, identity)
+    return PretrainingIterator(iter(dataset), identity)

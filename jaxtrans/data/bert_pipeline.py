@@ -24,6 +24,7 @@ from jaxtrans.data.bert_examples import (
 )
 from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.classification import LabelledText, label_names
+from jaxtrans.data.iterators import local_batch_size
 from jaxtrans.errors import UserError
 
 # The demo dev documents come from a generator seeded apart from the training ones.
@@ -56,16 +57,6 @@ def pretraining_documents(data_config, split: str) -> list[list[str]]:
     return demo_documents(
         data_config.demo_dev_documents, data_config.demo_seed + _DEMO_DEV_SEED_OFFSET
     )
-
-
-def local_batch_size(batch_size: int, process_count: int) -> int:
-    """Examples per process: the global batch split evenly."""
-    if batch_size % process_count:
-        raise UserError(
-            f"--config.data.batch_size={batch_size} is not divisible by the "
-            f"{process_count} processes; choose a multiple of {process_count}"
-        )
-    return batch_size // process_count
 
 
 def pretraining_train_iterator(

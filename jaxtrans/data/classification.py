@@ -24,8 +24,8 @@ from pathlib import Path
 import grain
 import numpy as np
 
-from jaxtrans.data.bert_examples import ShuffledEpochs
 from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
 from jaxtrans.errors import UserError
 
 
@@ -148,17 +148,20 @@ def training_batches(
     seed: int,
     process_index: int = 0,
     process_count: int = 1,
-) -> grain.DatasetIterator:
+) -> CheckpointableIterator:
     """Shuffled batches (a new permutation each epoch), forever.
 
-    The iterator's ``get_state`` / ``set_state`` take JSON-serialisable dicts.
-    ``batch_size`` is the number of rows of this process.
+    The iterator's ``get_state`` / ``set_state`` take JSON-serialisable dicts: grain's own
+    state (``{"next_index": N}``, what fine-tuning checkpoints have always held), with no
+    settings to check. ``stats()`` is empty. ``batch_size`` is the number of rows of this
+    process.
     """
     encode = EncodeExample(tokenizer, labels, max_seq_length)
     shard = list(examples)[process_index::process_count]
     dataset = grain.MapDataset.source(ShuffledEpochs(shard, int(seed) % 2**32))
     dataset = dataset.map(lambda e: pad_example(encode(e), max_seq_length, tokenizer.pad_id))
-    return iter(dataset.batch(batch_size, drop_remainder=True).to_iter_dataset())
+    batches = dataset.batch(batch_size, drop_remainder=True).to_iter_dataset()
+    return CheckpointableIterator(iter(batches))
 
 
 def evaluation_batches(

@@ -8,8 +8,9 @@
        or one pair a row; target_in = [BOS] + ids, target_out = ids + [EOS] per pair
     -> batches of LOCAL rows = batch_size // process_count -> prefetched in a thread
 
-The iterator is a grain ``DatasetIterator`` (prefetched by grain's
-``ThreadPrefetchIterDataset``), so it has grain's checkpoint protocol.
+The batches come from a grain ``DatasetIterator`` (prefetched by grain's
+``ThreadPrefetchIterDataset``), so they have grain's checkpoint protocol; ``TrainIterator``
+is the ``CheckpointableIterator`` (jaxtrans.data.iterators) around it, with counts to log.
 
 Every batch is a dict of int32 arrays of fixed shape (one jit compilation):
 ``source``, ``source_segments``, ``source_positions`` [rows, max_source_length];
@@ -22,8 +23,6 @@ The iterator's state (``get_state`` / ``set_state``) is a small JSON-serialisabl
 restoring it yields exactly the batches an uninterrupted run would have yielded next.
 """
 
-import copy
-import weakref
 from typing import Any, NamedTuple
 
 import grain
@@ -31,6 +30,7 @@ import grain.experimental
 import numpy as np
 
 from jaxtrans.data import vocab
+from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs, local_batch_size
 from jaxtrans.data.packing import FirstFitPacker
 from jaxtrans.data.records import PairSource, TranslationPair
 from jaxtrans.data.sources import training_pairs
@@ -40,7 +40,6 @@ from jaxtrans.errors import UserError
 SOURCE_KEYS = ("source", "source_segments", "source_positions")
 TARGET_KEYS = ("target_in", "target_out", "target_segments", "target_positions")
 BATCH_KEYS = SOURCE_KEYS + TARGET_KEYS
-STATE_FORMAT = 1
 
 # Pairs read and tokenised together: amortises per-call overhead; part of no state.
 CHUNK_PAIRS = 256
@@ -92,29 +91,6 @@ class PairTokenizer:
         return TokenizedPair(status, [*source, vocab.EOS_ID], target)
 
 
-class ShardOrder:
-    """Stream position -> pair index: this process's shard, in a new permutation each epoch.
-
-    Process p of P owns pairs p, p + P, p + 2P, ...; epoch e visits them in the order of a
-    permutation seeded by (seed, e), or in file order when not shuffling.
-    """
-
-    def __init__(
-        self, num_pairs: int, process_index: int, process_count: int, seed: int, shuffle: bool
-    ):
-        self.shard = np.arange(process_index, num_pairs, process_count)
-        self.seed = seed
-        self.shuffle = shuffle
-        self._epoch, self._order = -1, self.shard
-
-    def __getitem__(self, position: int) -> int:
-        epoch, offset = divmod(position, len(self.shard))
-        if self.shuffle and epoch != self._epoch:
-            rng = np.random.default_rng([self.seed, epoch])
-            self._epoch, self._order = epoch, rng.permutation(self.shard)
-        return int(self._order[offset])
-
-
 class _BatchIterator(grain.DatasetIterator):
     """Reads pairs in order, tokenises them, packs them into rows and yields whole batches.
 
@@ -125,7 +101,7 @@ class _BatchIterator(grain.DatasetIterator):
     def __init__(
         self,
         pairs: PairSource,
-        order: ShardOrder,
+        order: ShuffledEpochs,
         tokenize: PairTokenizer,
         rows: int,
         packer: FirstFitPacker,
@@ -161,17 +137,17 @@ class _BatchIterator(grain.DatasetIterator):
             self._ready += self._packer.add(index, len(pair.source), len(pair.target) + 1)
             return
         self._unusable_run += 1
-        if self._unusable_run >= len(self._order.shard):
+        if self._unusable_run >= len(self._order.rows):
             limits = self._tokenize
             raise UserError(
-                f"none of the {len(self._order.shard)} training pairs can be used: all are "
+                f"none of the {len(self._order.rows)} training pairs can be used: all are "
                 f"longer than max_source_length={limits.max_source_length} / "
                 f"max_target_length={limits.max_target_length} tokens (EOS/BOS included) "
                 "or malformed; raise the limits or set --config.data.truncate=True"
             )
 
     def _pair_at(self, position: int) -> TranslationPair | None:
-        return self._pairs[self._order[position]]
+        return self._pairs[int(self._order[position])]
 
     def __next__(self) -> dict[str, np.ndarray]:
         while len(self._ready) < self._rows:
@@ -232,7 +208,7 @@ class _PackedBatches(grain.IterDataset):
     def __init__(
         self,
         pairs: PairSource,
-        order: ShardOrder,
+        order: ShuffledEpochs,
         tokenize: PairTokenizer,
         rows: int,
         packer_args: dict[str, Any],
@@ -256,13 +232,7 @@ def padding_fraction(batch: dict[str, np.ndarray]) -> float:
     return float(pads / (batch["source_segments"].size + batch["target_segments"].size))
 
 
-def _close_once(iterator: grain.DatasetIterator) -> None:
-    iterator.close()
-    # grain's __del__ closes again, which fails during interpreter teardown; once is enough.
-    iterator.close = lambda: None
-
-
-class TrainIterator:
+class TrainIterator(CheckpointableIterator):
     """Infinite iterator over training batches, checkpointable with get_state/set_state.
 
     ``stats()`` gives counts for logging, as of the last batch returned: ``pairs_read``
@@ -274,11 +244,8 @@ class TrainIterator:
     same means as an uninterrupted one).
     """
 
-    def __init__(self, dataset: grain.IterDataset, identity: dict[str, int]):
-        self._iterator = dataset.__iter__()
-        self._identity = identity
-        # Stop the prefetch thread when dropped or at exit, before interpreter teardown.
-        self._close = weakref.finalize(self, _close_once, self._iterator)
+    def __init__(self, pipeline: grain.DatasetIterator, identity: dict[str, Any]):
+        super().__init__(pipeline, identity)
         self._reset_padding_stats()
 
     def _reset_padding_stats(self) -> None:
@@ -286,43 +253,19 @@ class TrainIterator:
         self._padding_sum = 0.0
         self._batches = 0
 
-    def __iter__(self) -> "TrainIterator":
-        return self
-
     def __next__(self) -> dict[str, np.ndarray]:
-        batch = next(self._iterator)
+        batch = super().__next__()
         self._last_padding = padding_fraction(batch)
         self._padding_sum += self._last_padding
         self._batches += 1
         return batch
 
-    def get_state(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; store it next to the model checkpoint."""
-        return {
-            "format": STATE_FORMAT,
-            **self._identity,
-            "pipeline": copy.deepcopy(self._iterator.get_state()),
-        }
-
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly where the iterator that produced ``state`` was."""
-        if state.get("format") != STATE_FORMAT:
-            raise UserError("the saved data-pipeline state has an unknown format")
-        for key, value in self._identity.items():
-            if state.get(key) != value:
-                raise UserError(
-                    f"the saved data-pipeline state was made with {key}={state.get(key)}, "
-                    f"this run has {key}={value}; resume with the same settings"
-                )
-        self._iterator.set_state(copy.deepcopy(state["pipeline"]))
+        super().set_state(state)
         self._reset_padding_stats()
 
-    def close(self) -> None:
-        """Stops the prefetch thread."""
-        self._close()
-
     def stats(self) -> dict[str, float]:
-        counts = self._iterator.get_state()["counts"]
+        counts = self._pipeline.get_state()["counts"]
         stats = {
             "pairs_read": counts["read"],
             "pairs_dropped_too_long": counts["too_long"],
@@ -335,16 +278,6 @@ class TrainIterator:
         return stats
 
 
-def local_batch_rows(batch_size: int, process_count: int) -> int:
-    """Rows per process: the global batch split evenly."""
-    if batch_size % process_count:
-        raise UserError(
-            f"--config.data.batch_size={batch_size} is not divisible by the "
-            f"{process_count} processes; choose a multiple of {process_count}"
-        )
-    return batch_size // process_count
-
-
 def train_iterator(
     data_config, tokenizer: Tokenizer, *, seed: int, process_index: int = 0, process_count: int = 1
 ) -> TrainIterator:
@@ -354,7 +287,7 @@ def train_iterator(
     training loop assembles the global batch over the mesh (e.g. with
     ``jax.make_array_from_process_local_data``).
     """
-    rows = local_batch_rows(data_config.batch_size, process_count)
+    rows = local_batch_size(data_config.batch_size, process_count)
     max_source, max_target = data_config.max_source_length, data_config.max_target_length
     if min(max_source, max_target) < 2:
         raise UserError("max_source_length and max_target_length must be at least 2")
@@ -365,7 +298,9 @@ def train_iterator(
         )
     seed = int(seed) % 2**32
 
-    order = ShardOrder(len(pairs), process_index, process_count, seed, data_config.shuffle)
+    # Process p of P owns pairs p, p + P, p + 2P, ...; each epoch visits them in a new order.
+    shard = np.arange(process_index, len(pairs), process_count)
+    order = ShuffledEpochs(shard, seed, shuffle=data_config.shuffle)
     tokenize = PairTokenizer(tokenizer, max_source, max_target, data_config.truncate)
     packer_args = dict(max_source=max_source, max_target=max_target)
     if data_config.pack:
@@ -388,4 +323,4 @@ def train_iterator(
         "max_target_length": max_target,
         "pack": bool(data_config.pack),
     }
-    return TrainIterator(batches, identity)
+    return TrainIterator(iter(batches), identity)

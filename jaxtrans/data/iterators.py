@@ -1,0 +1,130 @@
+"""What every training pipeline shares: the order it reads in, its share of the batch, and
+the checkpointable iterator the training loop holds.
+
+The loop makes four calls on a training iterator:
+
+    batch = next(iterator)          a dict of numpy arrays, forever
+    state = iterator.get_state()    a JSON-serialisable dict, saved with the checkpoint
+    iterator.set_state(state)       continue exactly where the saving iterator was
+    iterator.stats()                {name: float} for the log line (empty if none)
+
+A pipeline is a grain ``DatasetIterator``; ``CheckpointableIterator`` wraps it. Its
+``identity`` holds the settings that decide the stream of batches (seed, process layout,
+sizes); a saved state records them, and a state made with other settings is refused, since
+it would resume a different stream.
+"""
+
+import copy
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from jaxtrans.errors import UserError
+
+# Version of the {"format", **identity, "pipeline"} state; bump it if the layout changes.
+STATE_FORMAT = 1
+
+
+class ShuffledEpochs(Sequence):
+    """Rows of a table in a fresh random order each epoch, forever: item i is row
+    ``permutation(epoch)[i % n]`` with ``epoch = i // n`` (table order if not ``shuffle``).
+
+    Random access by index keeps a pipeline resumable from a single counter. (Grain's
+    ``shuffle`` computes every index separately, at about ten times the cost of making
+    the example; one numpy permutation per epoch is nearly free.)
+    """
+
+    def __init__(self, rows: Sequence, seed: int, shuffle: bool = True):
+        self.rows = rows
+        self.seed = seed
+        self.shuffle = shuffle
+        self._cache: tuple[int, np.ndarray] = (-1, np.arange(len(rows)))
+
+    def __len__(self) -> int:
+        return 2**62  # practically infinite: training stops by step count
+
+    def __getitem__(self, index: int):
+        epoch, i = divmod(int(index), len(self.rows))
+        cached_epoch, order = self._cache  # one read: reader threads share the cache
+        if self.shuffle and epoch != cached_epoch:
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.rows))
+            self._cache = (epoch, order)
+        return self.rows[order[i]]
+
+
+def local_batch_size(batch_size: int, process_count: int) -> int:
+    """Rows per process: the global batch split evenly."""
+    if batch_size % process_count:
+        raise UserError(
+            f"--config.data.batch_size={batch_size} is not divisible by the "
+            f"{process_count} processes; choose a multiple of {process_count}"
+        )
+    return batch_size // process_count
+
+
+def _close_once(pipeline: grain.DatasetIterator) -> None:
+    pipeline.close()
+    # grain's __del__ closes again, which fails during interpreter teardown; once is enough.
+    pipeline.close = lambda: None
+
+
+class CheckpointableIterator:
+    """Infinite iterator over a grain pipeline's batches, checkpointable (see module doc).
+
+    With an ``identity`` the state is ``{"format": 1, **identity, "pipeline": grain's
+    state}`` and ``set_state`` raises a one-line UserError naming the first setting that
+    differs. Without one (``None``) the state is the pipeline's own, unchecked.
+
+    Subclasses name their state in the errors (``state_name``) and add ``stats()``.
+    """
+
+    state_name = "data-pipeline"
+    resume_advice = "resume with the same settings"
+
+    def __init__(self, pipeline: grain.DatasetIterator, identity: dict[str, Any] | None = None):
+        self._pipeline = pipeline
+        self._identity = None if identity is None else dict(identity)
+        # Stop prefetch and reader threads when dropped or at exit, before interpreter teardown.
+        self._close = weakref.finalize(self, _close_once, pipeline)
+
+    def __iter__(self) -> "CheckpointableIterator":
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        return next(self._pipeline)
+
+    def get_state(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; store it next to the model checkpoint."""
+        pipeline = copy.deepcopy(self._pipeline.get_state())
+        if self._identity is None:
+            return pipeline
+        return {"format": STATE_FORMAT, **self._identity, "pipeline": pipeline}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly where the iterator that produced ``state`` was."""
+        if self._identity is not None:
+            self._check_identity(state)
+            state = state["pipeline"]
+        self._pipeline.set_state(copy.deepcopy(state))
+
+    def _check_identity(self, state: dict[str, Any]) -> None:
+        """UserError unless ``state`` was made with this iterator's format and settings."""
+        if state.get("format") != STATE_FORMAT:
+            raise UserError(f"the saved {self.state_name} state has an unknown format")
+        for key, value in self._identity.items():
+            if state.get(key) != value:
+                raise UserError(
+                    f"the saved {self.state_name} state was made with {key}={state.get(key)}, "
+                    f"this run has {key}={value}; {self.resume_advice}"
+                )
+
+    def stats(self) -> dict[str, float]:
+        """Counts for the log line; none here."""
+        return {}
+
+    def close(self) -> None:
+        """Stops the pipeline's threads."""
+        self._close()
