@@ -25,11 +25,11 @@ import torch.nn.functional as F
 
 from jaxtrans.data.vocab import NUM_RESERVED_IDS, PAD_ID
 from jaxtrans.models import TransformerConfig
+from jaxtrans.tasks.translation import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_train_step
-from jaxtrans.training.translation import TranslationTask
 
 # configs/ is a folder of the repository, not of the installed package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

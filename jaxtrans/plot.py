@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from jaxtrans.cli import fail, run
 from jaxtrans.errors import UserError
+from jaxtrans.programs.cli import fail, run
 
 METRICS_FILE = "metrics.jsonl"
 

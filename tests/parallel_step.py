@@ -14,11 +14,11 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.models import TransformerConfig
+from jaxtrans.tasks.translation import TranslationTask
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_train_step
-from jaxtrans.training.translation import TranslationTask
 
 GLOBAL_ROWS, SRC, TGT, VOCAB = 16, 12, 10, 64
 DATA = {"max_source_length": SRC, "max_target_length": TGT}

@@ -158,10 +158,10 @@ def _child(request: dict, outputs: list[int]) -> None:
 
 def serve() -> None:
     # What train.py and evaluate.py import; no JAX backend is started, so forking is safe.
-    import jaxtrans.inference.evaluate  # noqa: F401
-    import jaxtrans.training.cli  # noqa: F401
+    import jaxtrans.programs.evaluate  # noqa: F401
+    import jaxtrans.programs.train  # noqa: F401
+    import jaxtrans.tasks.translation  # noqa: F401
     import jaxtrans.training.loop  # noqa: F401
-    import jaxtrans.training.translation  # noqa: F401
 
     finished: dict[int, int] = {}
     for line in sys.stdin:

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtrans.models.bert import BertConfig, BertForPretraining
-from jaxtrans.training.bert_objectives import (
+from jaxtrans.tasks.bert_objectives import (
     classification_loss,
     masked_lm_sums,
     pretraining_loss,

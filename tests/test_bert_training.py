@@ -14,7 +14,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built her
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 import torch
@@ -26,10 +25,9 @@ from jaxtrans.data.classification import EncodeExample, pad_example, read_labell
 from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
-from jaxtrans.training import train_and_evaluate
-from jaxtrans.training.bert_evaluation import evaluate_bert_workdir
-from jaxtrans.training.bert_tasks import FINE_TUNING_FIELDS, BertPretrainingTask, bert_config
-from jaxtrans.training.tasks import load_task
+from jaxtrans.tasks import evaluate_workdir, load_task, restore_task, train_and_evaluate
+from jaxtrans.tasks.bert import FINE_TUNING_FIELDS, bert_config
+from jaxtrans.tasks.bert_pretraining import BertPretrainingTask
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -177,13 +175,13 @@ def log_softmax(logits):
 
 
 def test_pretraining_evaluation_report_equals_numpy(pretrained):
-    report = evaluate_bert_workdir(str(pretrained), split="dev")
+    report = evaluate_workdir(str(pretrained), split="dev")
     path = pretrained / "eval" / f"dev-step{PRETRAINING_STEPS}.json"
     assert json.loads(path.read_text()) == report
 
     with open(pretrained / "config.json") as f:
         run_config = json.load(f)
-    task = BertPretrainingTask.from_run(ml_collections.ConfigDict(run_config), str(pretrained))
+    task = restore_task(str(pretrained))
     params = checkpoint_params(pretrained, PRETRAINING_STEPS)
     model = jax.jit(BertForPretraining(bert_config(run_config["model"])).apply)
     mlm_nll, mlm_correct, nsp_nll, nsp_correct, predictions, examples = 0, 0, 0, 0, 0, 0
@@ -213,14 +211,14 @@ def test_pretraining_evaluation_report_equals_numpy(pretrained):
     assert dev["mlm_accuracy"] == pytest.approx(report["mlm_accuracy"], abs=1e-6)
 
 
-def test_evaluating_a_pretraining_run_on_test_or_a_translation_workdir_is_a_user_error(
+def test_evaluating_a_pretraining_run_on_test_or_a_workdir_of_an_unknown_task_is_a_user_error(
     pretrained, tmp_path
 ):
     with pytest.raises(UserError, match="use --split dev"):
-        evaluate_bert_workdir(str(pretrained), split="test")
-    (tmp_path / "config.json").write_text(json.dumps({"task": "translation", "model": {}}))
-    with pytest.raises(UserError, match="translation workdir, not a BERT one"):
-        evaluate_bert_workdir(str(tmp_path), split="dev")
+        evaluate_workdir(str(pretrained), split="test")
+    (tmp_path / "config.json").write_text(json.dumps({"task": "tagging", "model": {}}))
+    with pytest.raises(UserError, match="task='tagging' is not one of translation, bert_"):
+        evaluate_workdir(str(tmp_path), split="dev")
 
 
 def test_evaluate_py_scores_a_pretraining_workdir_on_dev_by_default(pretrained, tmp_path):
@@ -231,12 +229,12 @@ def test_evaluate_py_scores_a_pretraining_workdir_on_dev_by_default(pretrained, 
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / f"dev-step{PRETRAINING_STEPS}.json").read_text())
-    assert report == evaluate_bert_workdir(str(pretrained), split="dev", outdir=str(tmp_path))
+    assert report == evaluate_workdir(str(pretrained), split="dev", outdir=str(tmp_path))
     refused = subprocess.run(
         [sys.executable, evaluate_py, "--workdir", str(pretrained), "--input", "-"],
         capture_output=True, text=True, timeout=300, input="x\n",
     )  # fmt: skip
-    assert refused.returncode == 2 and "need a translation workdir" in refused.stderr
+    assert refused.returncode == 2 and "--input needs a translation workdir" in refused.stderr
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,7 +439,7 @@ def fine_tuned(pretrained, tmp_path_factory):
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_classification_report_equals_numpy_accuracy_f1_and_loss(fine_tuned, split):
     workdir = fine_tuned / "run"
-    report = evaluate_bert_workdir(str(workdir), split=split)
+    report = evaluate_workdir(str(workdir), split=split)
     assert json.loads((workdir / "eval" / f"{split}-step3.json").read_text()) == report
 
     with open(workdir / "config.json") as f:
@@ -449,7 +447,7 @@ def test_classification_report_equals_numpy_accuracy_f1_and_loss(fine_tuned, spl
     model_config = bert_config(run_config["model"])
     labels = run_config["data"]["labels"].split(",")
     assert labels == report["labels"] == ["fox", "owl"]
-    from jaxtrans.training.bert_init import load_run_tokenizer
+    from jaxtrans.tasks.bert_init import load_run_tokenizer
 
     tokenizer = load_run_tokenizer(workdir)
     encode = EncodeExample(tokenizer, labels, 24)

@@ -10,14 +10,14 @@ import tomllib
 
 import pytest
 
-import jaxtrans.inference.evaluate
 import jaxtrans.plot
-import jaxtrans.training.cli
+import jaxtrans.programs.evaluate
+import jaxtrans.programs.train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
-    "jaxtrans-train": jaxtrans.training.cli.main,
-    "jaxtrans-evaluate": jaxtrans.inference.evaluate.main,
+    "jaxtrans-train": jaxtrans.programs.train.main,
+    "jaxtrans-evaluate": jaxtrans.programs.evaluate.main,
     "jaxtrans-plot": jaxtrans.plot.main,
 }
 

@@ -12,8 +12,9 @@ import sacrebleu
 
 from jaxtrans import data
 from jaxtrans.checkpoints import Checkpointer
-from jaxtrans.inference.evaluate import main, restore_run
 from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.programs.evaluate import main
+from jaxtrans.tasks import restore_task
 
 STEPS = (100, 200)
 
@@ -123,7 +124,7 @@ def test_bad_requests_exit_with_status_2(workdir, tmp_path, flags, capsys):
 
 def test_restored_parameters_are_those_saved(saved_run):
     workdir, saved = saved_run
-    restored = restore_run(str(workdir), "100")
+    restored = restore_task(str(workdir)).restore_params("100")
     assert restored.step == 100
     for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(saved[100]), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

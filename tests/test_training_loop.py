@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxtrans.checkpoints import Checkpointer
-from jaxtrans.training import train_and_evaluate
+from jaxtrans.tasks import train_and_evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from jaxtrans.models import TransformerConfig
+from jaxtrans.tasks.translation import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 from jaxtrans.training.optimizer import make_optimizer, noam_schedule
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_train_step
-from jaxtrans.training.translation import TranslationTask
 
 
 def test_noam_schedule_equals_the_paper_formula():

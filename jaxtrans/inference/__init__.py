@@ -6,12 +6,11 @@ translate.py  sentence lists -> hypotheses (length-sorted, bucketed static shape
 bleu.py       sacreBLEU BLEU (13a, or zh for Chinese) and chrF with signatures
 report.py     translate + score a split, write {split}-step{N}.json/.hyp.txt/.md
 plots.py      cross-attention heatmaps and masks as PNG (imports matplotlib)
-evaluate.py   the evaluate.py program: restore a workdir and run one of the above
 """
 
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.decoding import beam_decode, generate, greedy_decode
-from jaxtrans.inference.report import dev_bleu, evaluate_translations, translate_and_score
+from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.search import beam_search, greedy_search, length_penalty
 from jaxtrans.inference.translate import translate, translate_ids
 
@@ -20,7 +19,6 @@ __all__ = [
     "beam_decode",
     "beam_search",
     "corpus_scores",
-    "dev_bleu",
     "evaluate_translations",
     "generate",
     "greedy_decode",

@@ -100,35 +100,6 @@ def translate_and_score(
     return hypotheses, scores, seconds
 
 
-def dev_bleu(
-    config: TransformerConfig,
-    params,
-    tokenizer: TranslationTokenizer,
-    pairs: Sequence[tuple[str, str]],
-    eval_config,
-) -> dict:
-    """BLEU during training: {"bleu", "chrf", "bleu_signature", "decode_seconds"}.
-
-    eval_config holds beam_size, alpha, batch_size and max_extra_length (config.eval).
-    """
-    _, scores, seconds = translate_and_score(
-        config,
-        params,
-        tokenizer,
-        pairs,
-        beam_size=eval_config.beam_size,
-        alpha=eval_config.alpha,
-        batch_size=eval_config.batch_size,
-        max_extra_length=eval_config.max_extra_length,
-    )
-    return {
-        "bleu": scores.bleu,
-        "chrf": scores.chrf,
-        "bleu_signature": scores.bleu_signature,
-        "decode_seconds": seconds,
-    }
-
-
 def evaluate_translations(
     config: TransformerConfig,
     params,

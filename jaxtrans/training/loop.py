@@ -1,15 +1,15 @@
 """The training loop: set up a run, step, log, evaluate, checkpoint, resume.
 
-``train_and_evaluate(config, workdir)`` is the whole program behind ``train.py``.
-Side effects (files, console, signals) live here; the step itself is pure (step.py) and
-what is trained (tokenizer, model, batches, loss, evaluation) is the task's (tasks.py).
+``train_and_evaluate(config, workdir, make_task)`` is the whole program behind
+``train.py``; ``make_task(config, workdir)`` builds what is trained (tokenizer, model,
+batches, loss, dev evaluation: a ``TrainingTask``, see jaxtrans.tasks). Side effects
+(files, console, signals) live here; the step itself is pure (step.py); the lock, signal
+and finite-update guards are in guards.py.
 """
 
-import contextlib
-import fcntl
 import os
-import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,17 +18,25 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.checkpoints import Checkpointer, checkpoint_dir
-from jaxtrans.errors import TrainingStopped, UserError, describe
+from jaxtrans.errors import UserError, describe
 from jaxtrans.training import distributed, flops, sharding
-from jaxtrans.training.metrics import MetricsWriter, Progress, say
+from jaxtrans.training.guards import (
+    StopSignal,
+    WorkdirLock,
+    check_finite,
+    finishing_checkpoint_writes,
+)
+from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step import make_eval_step, make_train_step
-from jaxtrans.training.tasks import Task, load_task
+from jaxtrans.training.task import TrainingTask
 from jaxtrans.workdir import load_run_config, save_run_config
 
+TaskFactory = Callable[[ml_collections.ConfigDict, str], TrainingTask]
 
-def check_resumable(task: Task, saved: ml_collections.ConfigDict, workdir: str) -> None:
+
+def check_resumable(task: TrainingTask, saved: ml_collections.ConfigDict, workdir: str) -> None:
     """A resumed run must have the parameter shapes its checkpoints hold."""
     current = task.run_config
     changed = [
@@ -45,64 +53,6 @@ def check_resumable(task: Task, saved: ml_collections.ConfigDict, workdir: str) 
         )
 
 
-class WorkdirLock:
-    """An exclusive lock on DIR/.lock, so that two trainings never write one workdir."""
-
-    def __init__(self, workdir: str, enabled: bool = True):
-        self.path = os.path.join(workdir, ".lock")
-        self.enabled = enabled
-        self.file = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return self
-        self.file = open(self.path, "a+")  # noqa: SIM115 - held for the whole run
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "another process"
-            self.file.close()
-            raise UserError(
-                f"{os.path.dirname(self.path)} is in use by a training run ({holder}); "
-                "wait for it to finish or use another --workdir"
-            ) from None
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"pid {os.getpid()}")
-        self.file.flush()
-        return self
-
-    def __exit__(self, *exc):
-        if self.file is not None:
-            fcntl.flock(self.file, fcntl.LOCK_UN)
-            self.file.close()
-
-
-class NonFiniteError(TrainingStopped):
-    """The loss or a gradient became NaN or Inf (the update was skipped, nothing saved)."""
-
-
-def check_finite(pending: list[tuple[int, dict]], leaf_names: list[str], mode: str) -> int:
-    """Number of skipped (non-finite) steps among ``pending``; raises in ``stop`` mode."""
-    skipped = [(step, m) for step, m in pending if bool(m["nonfinite"])]
-    if skipped and mode == "stop":
-        step, metrics = skipped[0]
-        leaf, count = int(metrics["first_nonfinite_leaf"]), len(leaf_names)
-        if leaf < 0:
-            what = f"the loss ({float(metrics['loss']):g})"
-        elif leaf < count:
-            what = f"the gradient of params{leaf_names[leaf]}"
-        else:
-            what = f"the updated params{leaf_names[leaf - count]}"
-        raise NonFiniteError(
-            f"step {step}: {what} is not finite (NaN or Inf); the update was skipped and no "
-            "non-finite state was saved; lower the learning rate, or set "
-            "--config.train.on_nonfinite=skip to skip such steps and go on"
-        )
-    return len(skipped)
-
-
 def setup_compilation_cache(cache_dir: str) -> None:
     """Persistent XLA compilation cache, so restarts compile in seconds."""
     if not cache_dir:
@@ -110,38 +60,6 @@ def setup_compilation_cache(cache_dir: str) -> None:
     os.makedirs(os.path.expanduser(cache_dir), exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
-class StopSignal:
-    """SIGTERM / SIGINT ask the loop to save a checkpoint and stop at the next step."""
-
-    def __init__(self):
-        self.received: str | None = None
-        self._previous = {}
-
-    def __enter__(self):
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.received = signal.Signals(signum).name
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def finishing_checkpoint_writes(checkpointer: Checkpointer):
-    """On an error (e.g. a non-finite loss), let a checkpoint being written finish first: it
-    holds an earlier, good state."""
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(Exception):
-            checkpointer.wait()
-        raise
 
 
 def global_batch(local: dict[str, np.ndarray], sharding_) -> dict[str, jax.Array]:
@@ -152,8 +70,13 @@ def global_batch(local: dict[str, np.ndarray], sharding_) -> dict[str, jax.Array
     }
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Train (or resume) the run in ``workdir`` and return the last logged metrics."""
+def train_and_evaluate(
+    config: ml_collections.ConfigDict, workdir: str, make_task: TaskFactory
+) -> dict[str, Any]:
+    """Train (or resume) the run in ``workdir`` and return the last logged metrics.
+
+    ``make_task(config, workdir)`` is called once the workdir is locked (it may train a
+    tokenizer into it), e.g. ``jaxtrans.tasks.load_task``."""
     distributed.initialize_from_env()
     is_main = jax.process_index() == 0
     workdir = os.path.abspath(workdir)
@@ -167,7 +90,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
     setup_compilation_cache(config.train.compilation_cache_dir)
     with WorkdirLock(workdir, enabled=is_main):
-        return _train(config, workdir, is_main)
+        return _train(config, workdir, make_task, is_main)
 
 
 def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
@@ -191,12 +114,14 @@ def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
         )
 
 
-def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> dict[str, Any]:
+def _train(
+    config: ml_collections.ConfigDict, workdir: str, make_task: TaskFactory, is_main: bool
+) -> dict[str, Any]:
     mesh = sharding.make_mesh(config.mesh)
     check_run_settings(config, mesh)
 
     # What is trained: tokenizer, model, batches, loss.
-    task = load_task(config, workdir)
+    task = make_task(config, workdir)
     run_config = task.run_config
     if os.path.exists(os.path.join(workdir, "config.json")):
         check_resumable(task, load_run_config(workdir), workdir)
@@ -237,27 +162,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
             state = state.replace(params=jax.device_put(params, state_shardings.params))
         say(f"training from scratch in {workdir}", is_main)
     else:
-        with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
-            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings
-        )
-        try:
-            params, opt_state, rng_data, meta = checkpointer.restore(
-                latest,
-                with_shardings(abstract.params, state_shardings.params),
-                with_shardings(abstract.opt_state, state_shardings.opt_state),
-                with_shardings(abstract.rng, state_shardings.rng),
-            )
-        except Exception as error:  # orbax and TensorStore report damage with many types
-            older = [s for s in checkpointer.all_steps() if s < latest]
-            fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
-            raise UserError(
-                f"checkpoint {latest} in {workdir} cannot be restored, it is damaged or from "
-                f"another model ({describe(error)}); "
-                f"move {checkpoint_dir(workdir)}/{latest} aside to {fallback}, or use a new "
-                "--workdir"
-            ) from error
-        step = jax.device_put(jnp.asarray(latest, jnp.int32), state_shardings.step)
-        state = TrainState(step=step, params=params, opt_state=opt_state, rng=rng_data)
+        state, meta = restore_state(checkpointer, latest, abstract, state_shardings, workdir)
         train_iter.set_state(meta["data"])
         say(f"resuming from checkpoint {latest} in {workdir}", is_main)
 
@@ -368,39 +273,34 @@ def _train(config: ml_collections.ConfigDict, workdir: str, is_main: bool) -> di
     return last_metrics
 
 
-def log_window(
-    pending: list[dict[str, jax.Array]],
-    seconds: float,
-    steps: int,
-    step_flops: float | None,
-    peak: float | None,
-    data_stats: dict[str, float],
-) -> dict[str, Any]:
-    """Means over the steps since the last log; throughput over the window's wall time."""
-    fetched = [m for m in jax.device_get(pending) if not m["nonfinite"]] or jax.device_get(pending)
-    record = {
-        key: float(np.mean([m[key] for m in fetched]))
-        for key in fetched[0]
-        if key not in ("tokens", "lr", "nonfinite", "first_nonfinite_leaf")
-    }
-    if "nll" in record:
-        record["perplexity"] = float(np.exp(min(record["nll"], 50.0)))
-    record["lr"] = float(fetched[-1]["lr"])
-    tokens = float(np.sum([m["tokens"] for m in fetched]))
-    record["tokens_per_sec"] = tokens / max(seconds, 1e-9)
-    record["steps_per_sec"] = steps / max(seconds, 1e-9)
-    step_seconds = seconds / max(steps, 1)
-    record["mfu"] = (
-        flops.mfu(step_flops, step_seconds, jax.device_count(), peak) if step_flops else None
+def restore_state(
+    checkpointer: Checkpointer, step: int, abstract: TrainState, shardings: TrainState, workdir: str
+) -> tuple[TrainState, dict[str, Any]]:
+    """The train state of checkpoint ``step``, laid out by ``shardings``, and its metadata."""
+    with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings
     )
-    if data_stats.get("mean_padding_fraction") is not None:
-        record["padding_fraction"] = data_stats["mean_padding_fraction"]
-    if "pairs_dropped_too_long" in data_stats:
-        record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
-    return record
+    try:
+        params, opt_state, rng, meta = checkpointer.restore(
+            step,
+            with_shardings(abstract.params, shardings.params),
+            with_shardings(abstract.opt_state, shardings.opt_state),
+            with_shardings(abstract.rng, shardings.rng),
+        )
+    except Exception as error:  # orbax and TensorStore report damage with many types
+        older = [s for s in checkpointer.all_steps() if s < step]
+        fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
+        raise UserError(
+            f"checkpoint {step} in {workdir} cannot be restored, it is damaged or from "
+            f"another model ({describe(error)}); "
+            f"move {checkpoint_dir(workdir)}/{step} aside to {fallback}, or use a new "
+            "--workdir"
+        ) from error
+    step_array = jax.device_put(jnp.asarray(step, jnp.int32), shardings.step)
+    return TrainState(step=step_array, params=params, opt_state=opt_state, rng=rng), meta
 
 
-def evaluate(task: Task, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
+def evaluate(task: TrainingTask, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
     """Dev loss over the task's dev batches, plus the task's own metrics (e.g. BLEU)."""
     batches = task.eval_batches()
     if batches is None:

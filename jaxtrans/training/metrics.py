@@ -10,7 +10,11 @@ import sys
 import time
 from typing import Any
 
+import jax
+import numpy as np
 from tensorboardX import SummaryWriter
+
+from jaxtrans.training import flops
 
 
 def _plain(value: Any) -> Any:
@@ -118,3 +122,35 @@ def say(message: str, enabled: bool = True) -> None:
     """A console message from the main process."""
     if enabled:
         print(message, file=sys.stdout, flush=True)
+
+
+def log_window(
+    pending: list[dict[str, jax.Array]],
+    seconds: float,
+    steps: int,
+    step_flops: float | None,
+    peak: float | None,
+    data_stats: dict[str, float],
+) -> dict[str, Any]:
+    """Means over the steps since the last log; throughput over the window's wall time."""
+    fetched = [m for m in jax.device_get(pending) if not m["nonfinite"]] or jax.device_get(pending)
+    record = {
+        key: float(np.mean([m[key] for m in fetched]))
+        for key in fetched[0]
+        if key not in ("tokens", "lr", "nonfinite", "first_nonfinite_leaf")
+    }
+    if "nll" in record:
+        record["perplexity"] = float(np.exp(min(record["nll"], 50.0)))
+    record["lr"] = float(fetched[-1]["lr"])
+    tokens = float(np.sum([m["tokens"] for m in fetched]))
+    record["tokens_per_sec"] = tokens / max(seconds, 1e-9)
+    record["steps_per_sec"] = steps / max(seconds, 1e-9)
+    step_seconds = seconds / max(steps, 1)
+    record["mfu"] = (
+        flops.mfu(step_flops, step_seconds, jax.device_count(), peak) if step_flops else None
+    )
+    if data_stats.get("mean_padding_fraction") is not None:
+        record["padding_fraction"] = data_stats["mean_padding_fraction"]
+    if "pairs_dropped_too_long" in data_stats:
+        record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
+    return record

@@ -1,4 +1,4 @@
-"""Pure train and eval steps, generic over the task (see tasks.py).
+"""Pure train and eval steps, generic over the task (see task.py).
 
 ``train_step(state, batch, rng) -> (state, metrics)``; the loop jit-compiles it with
 explicit shardings and donates the old state.
@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrans.training.state import TrainState
-from jaxtrans.training.tasks import Batch, Task
+from jaxtrans.training.task import Batch, TrainingTask
 
 
 def make_train_step(
-    task: Task,
+    task: TrainingTask,
     optimizer: optax.GradientTransformation,
     schedule: optax.Schedule,
     grad_accum_steps: int = 1,
@@ -83,7 +83,7 @@ def make_train_step(
     return train_step
 
 
-def make_eval_step(task: Task):
+def make_eval_step(task: TrainingTask):
     """``eval_step(params, batch) -> sums`` (summed, so that batches add up)."""
 
     def eval_step(params, batch: Batch) -> dict[str, jnp.ndarray]:

@@ -4,7 +4,7 @@ import sys
 
 from absl import flags
 
-from jaxtrans.cli import define_config_flag, fail, parse_flags, run
+from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
 USAGE = """usage: python train.py --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         fail("--workdir is required, e.g. --workdir runs/demo")
 
     def train() -> None:
-        from jaxtrans.training import train_and_evaluate  # imports JAX; after flag checks
+        from jaxtrans.tasks import train_and_evaluate  # imports JAX; after flag checks
 
         train_and_evaluate(values.config, values.workdir)
 

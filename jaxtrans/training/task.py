@@ -1,15 +1,12 @@
 """What the training loop needs to know about one kind of training.
 
-A task owns its tokenizer, model, batches, loss and evaluation; the loop owns the mesh,
-optimizer, checkpoints, logging and signals. ``config.task`` names the task:
-
-    translation          encoder-decoder Transformer (jaxtrans.training.translation)
-    bert_pretraining     BERT masked-LM + next-sentence (jaxtrans.training.bert_tasks)
-    bert_classification  BERT fine-tuning for sequence classification
+The loop owns the mesh, optimizer, checkpoints, logging and signals; a ``TrainingTask``
+owns the tokenizer, model, batches, loss and dev evaluation. The tasks themselves live in
+``jaxtrans.tasks`` and are handed to the loop; nothing in ``jaxtrans.training`` imports
+them.
 """
 
 import abc
-import importlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,21 +15,12 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.errors import UserError
-
 Batch = dict[str, jnp.ndarray]
 
-TASKS = {
-    "translation": "jaxtrans.training.translation:TranslationTask",
-    "bert_pretraining": "jaxtrans.training.bert_tasks:BertPretrainingTask",
-    "bert_classification": "jaxtrans.training.bert_tasks:BertClassificationTask",
-}
 
-
-class Task(abc.ABC):
+class TrainingTask(abc.ABC):
     """One kind of training. Subclasses set ``model``, ``model_config`` and ``run_config``
-    (the config with everything the tokenizer decided, e.g. vocabulary sizes), and build
-    themselves for a run with ``from_config(config, workdir)``."""
+    (the config with everything the tokenizer decided, e.g. vocabulary sizes)."""
 
     # Metrics shown on the console after the loss.
     headline: tuple[str, ...] = ()
@@ -45,11 +33,6 @@ class Task(abc.ABC):
 
     def __init__(self, config: ml_collections.ConfigDict):
         self.config = config
-
-    @classmethod
-    @abc.abstractmethod
-    def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "Task":
-        """The task of a run: tokenizer (trained into or loaded from ``workdir``), model."""
 
     @abc.abstractmethod
     def init_params(self, rng: jax.Array) -> Any:
@@ -79,24 +62,17 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
-        """Checkpointable (get_state/set_state) iterator of local training batches."""
+        """Checkpointable iterator of local training batches: ``get_state()``,
+        ``set_state(state)`` and ``stats()`` (see jaxtrans.data.iterators)."""
 
     def eval_batches(self) -> Iterable[Batch] | None:
         """Dev batches (full, identical on every process), or None without a dev split."""
         return None
 
     def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Evaluation beyond the dev loss (e.g. BLEU); default none."""
+        """Dev metrics beyond the loss (e.g. BLEU); default none."""
         return {}
 
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""
         return None
-
-
-def load_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
-    name = config.get("task", "translation")
-    if name not in TASKS:
-        raise UserError(f"--config.task={name!r} is not one of {', '.join(TASKS)}")
-    module, cls = TASKS[name].split(":")
-    return getattr(importlib.import_module(module), cls).from_config(config, workdir)

@@ -1,7 +1,13 @@
 """The translation task: SentencePiece tokenizer, encoder-decoder Transformer, label-smoothed
-cross entropy over non-pad targets, dev loss and dev BLEU."""
+cross entropy over non-pad targets; dev loss and dev BLEU/chrF while training; BLEU
+reports, translation of user input and attention pictures of a trained run.
 
-from collections.abc import Iterable, Iterator
+Dev BLEU during training and evaluate.py's reports decode and score through the same
+function (jaxtrans.inference.report.translate_and_score).
+"""
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -10,10 +16,15 @@ import ml_collections
 
 from jaxtrans import data
 from jaxtrans.errors import UserError
+from jaxtrans.inference.report import evaluate_translations, translate_and_score
+from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.training import flops
+from jaxtrans.models.flops import train_step_flops
+from jaxtrans.tasks.base import Batch, Task, report_stem
 from jaxtrans.training.loss import label_smoothed_cross_entropy
-from jaxtrans.training.tasks import Batch, Task
+
+# Decoding settings used when neither evaluate.py's flags nor the run config give one.
+DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50}
 
 
 def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collections.ConfigDict:
@@ -24,15 +35,30 @@ def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collectio
     return resolved
 
 
-def model_config_of(run_config: ml_collections.ConfigDict) -> TransformerConfig:
+def model_config_of(run_config: ml_collections.ConfigDict, where: str = "config.model"):
     """The TransformerConfig of a (resolved) run config."""
     try:
         return TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:
-        raise UserError(f"config.model: {error}") from error
+        raise UserError(f"{where}: {error}") from error
+
+
+def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
+    """beam_size, alpha, batch_size, max_extra_length: the given value (not None), else the
+    run config's eval section, else DEFAULT_DECODING."""
+    eval_config = run_config.get("eval") or {}
+    settings = {}
+    for name, default in DEFAULT_DECODING.items():
+        value = given.get(name)
+        settings[name] = value if value is not None else eval_config.get(name, default)
+    return settings
 
 
 class TranslationTask(Task):
+    name = "translation"
+    splits = ("test", "dev")
+    predicts = True
+    plots_attention = True
     headline = ("nll", "accuracy")
     shape_fields = (
         "vocab_size",
@@ -60,7 +86,6 @@ class TranslationTask(Task):
         self.run_config = config
         self.model_config = model_config
         self.model = Transformer(model_config)
-        self.smoothing = float(config.train.label_smoothing)
         self._dev_pairs: list | None = None
 
     @classmethod
@@ -69,6 +94,18 @@ class TranslationTask(Task):
         tokenizer = data.load_or_train_tokenizer(config.data, workdir)
         run_config = resolve_config(config, tokenizer)
         return cls(run_config, model_config_of(run_config), tokenizer)
+
+    @classmethod
+    def from_workdir(cls, workdir: str, run_config: ml_collections.ConfigDict) -> "TranslationTask":
+        """The saved config's model and DIR/tokenizer, checked against each other."""
+        model_config = model_config_of(run_config, f"{workdir}/config.json: model")
+        tokenizer = data.load_tokenizer(workdir)
+        tokenizer.check_vocab_size(model_config.vocab_size, model_config.output_vocab_size)
+        task = cls(run_config, model_config, tokenizer)
+        task.workdir = workdir
+        return task
+
+    # ----------------------------------------------------------------- training
 
     def init_params(self, rng: jax.Array) -> Any:
         data_config = self.config.data
@@ -94,7 +131,8 @@ class TranslationTask(Task):
             rngs=None if rng is None else {"dropout": rng},
         )
         weights = batch["target_out"] != self.model_config.pad_id
-        return label_smoothed_cross_entropy(logits, batch["target_out"], weights, self.smoothing)
+        smoothing = float(self.config.train.label_smoothing)
+        return label_smoothed_cross_entropy(logits, batch["target_out"], weights, smoothing)
 
     def objective(self, sums, counts):
         return sums["loss"] / jnp.maximum(counts["tokens"], 1)
@@ -143,34 +181,80 @@ class TranslationTask(Task):
         )
 
     def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Dev BLEU and chrF with the evaluation decoder (beam search, sacreBLEU)."""
+        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings)."""
         pairs = self.dev_pairs()
         if not pairs or not self.config.eval.bleu_during_training:
             return {}
-        from jaxtrans.inference.bleu import corpus_scores
-        from jaxtrans.inference.translate import translate
-
-        params = jax.device_get(params)
-        hypotheses = translate(
+        _, scores, _ = translate_and_score(
             self.model_config,
-            params,
+            jax.device_get(params),
             self.tokenizer,
-            [p.source for p in pairs],
-            batch_size=self.config.eval.batch_size,
-            beam_size=self.config.eval.beam_size,
-            alpha=self.config.eval.alpha,
-            max_extra_length=self.config.eval.max_extra_length,
-        )
-        scores = corpus_scores(
-            hypotheses, [p.target for p in pairs], target_lang=self.config.data.target_lang
+            pairs,
+            **decoding_settings(self.config),
+            target_lang=self.config.data.get("target_lang") or None,
         )
         return {"bleu": scores.bleu, "chrf": scores.chrf}
 
     def step_flops(self) -> float:
         data_config = self.config.data
-        return flops.train_step_flops(
+        return train_step_flops(
             self.model_config,
             data_config.batch_size,
             data_config.max_source_length,
             data_config.max_target_length,
         )
+
+    # ----------------------------------------------------------------- a trained run
+
+    def evaluate(self, split, *, checkpoint="latest", outdir=None, options=None):
+        """Translate the split, score it with sacreBLEU and write
+        OUTDIR/{split}-step{N}[-avgK].json, .md and .hyp.txt; returns the report."""
+        self.check_split(split)
+        restored = self.restore_params(checkpoint)
+        pairs = data.load_split(self.run_config.data, split)
+        return evaluate_translations(
+            self.model_config,
+            restored.params,
+            self.tokenizer,
+            pairs,
+            self.outdir(outdir),
+            restored.step,
+            split,
+            restored.description,
+            target_lang=self.run_config.data.get("target_lang") or None,
+            stem=report_stem(split, restored),
+            **decoding_settings(self.run_config, **(options or {})),
+        )
+
+    def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
+        """The translation of each line."""
+        restored = self.restore_params(checkpoint)
+        return translate(
+            self.model_config,
+            restored.params,
+            self.tokenizer,
+            list(lines),
+            **decoding_settings(self.run_config, **(options or {})),
+        )
+
+    def plot_attention(self, sentence, output_png, *, checkpoint="latest", options=None) -> str:
+        """Cross-attention heatmaps of one sentence to output_png, its masks beside it
+        (``*-masks.png``); returns the translation."""
+        from jaxtrans.inference.plots import plot_attention  # matplotlib: only when drawing
+
+        restored = self.restore_params(checkpoint)
+        settings = decoding_settings(self.run_config, **(options or {}))
+        masks_png = os.path.splitext(output_png)[0] + "-masks.png"
+        translation = plot_attention(
+            self.model_config,
+            restored.params,
+            self.tokenizer,
+            sentence,
+            output_png,
+            masks_png=masks_png,
+            beam_size=settings["beam_size"],
+            alpha=settings["alpha"],
+            max_extra_length=settings["max_extra_length"],
+        )
+        print(f"{sentence}\n-> {translation}\nwrote {output_png} and {masks_png}")
+        return translation

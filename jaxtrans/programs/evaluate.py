@@ -1,0 +1,142 @@
+"""The evaluate.py program: restore a trained workdir's task, then ask it.
+
+    python evaluate.py --workdir DIR [--split test|dev] [--checkpoint latest|STEP|avg:K]
+    python evaluate.py --workdir DIR --input FILE|- [--output FILE]
+    python evaluate.py --workdir DIR --plot_attention "a sentence" [--output attn.png]
+
+DIR/config.json says which task the run trained (jaxtrans.tasks); the task rebuilds its
+model and tokenizer from DIR, reads the checkpoint and writes its reports to DIR/eval
+unless --outdir. Nothing here knows a task by name.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from jaxtrans import tasks
+from jaxtrans.errors import UserError
+from jaxtrans.programs.cli import fail, parse_flags, run
+
+USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
+                   [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
+                   [--batch_size N] [--max_extra_length N]
+                   [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
+
+Without --input or --plot_attention: scores the split with the run's task and writes
+DIR/eval/{split}-step{N}.json (translation: BLEU/chrF and examples, also .md and
+.hyp.txt; BERT: the task's metrics). The split defaults to the task's own (translation
+and classification: test; pretraining: dev). Decoding settings default to the run
+config's eval section."""
+
+# Task settings passed on to the task (None where not given).
+OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")
+
+
+def read_lines(input_path: str) -> list[str]:
+    """The lines of ``input_path`` ("-": stdin)."""
+    if input_path == "-":
+        return sys.stdin.read().splitlines()
+    try:
+        with open(input_path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError as error:
+        raise UserError(f"--input {input_path}: {error.strerror}; check the path") from error
+
+
+def write_lines(lines: list[str], output_path: str | None) -> None:
+    """One line each to ``output_path`` (None: stdout)."""
+    text = "".join(line + "\n" for line in lines)
+    if output_path is None:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output_path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as error:
+        raise UserError(f"--output {output_path}: {error.strerror}") from error
+
+
+def refuse(task: tasks.Task, flag: str, attribute: str) -> None:
+    """UserError unless ``task`` can do what ``flag`` asks; names the tasks that can."""
+    if getattr(task, attribute):
+        return
+    able = [name for name in tasks.TASKS if getattr(tasks.task_class(name), attribute)]
+    raise UserError(
+        f"{task.workdir} is a {task.name} workdir; {flag} needs a {' or '.join(able)} workdir"
+    )
+
+
+def check_writable(path: str, flag: str, *, is_file: bool = False) -> None:
+    """UserError unless ``path`` (a directory, or a file when ``is_file``) can be written:
+    its nearest existing ancestor must be a writable directory. Checked before decoding,
+    so that a bad output path fails in a second, not after the whole test set."""
+    if is_file and os.path.isdir(path):
+        raise UserError(f"{flag} {path} is a directory; give a file name")
+    existing = os.path.abspath(os.path.dirname(os.path.abspath(path)) if is_file else path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK):
+        raise UserError(
+            f"{flag} {path}: cannot write there ({existing} is not a writable directory); "
+            "choose another path"
+        )
+
+
+def _define(values: flags.FlagValues) -> None:
+    def string(name, default, help_):
+        flags.DEFINE_string(name, default, help_, flag_values=values)
+
+    string("workdir", None, "Run directory written by train.py.")
+    string("split", "test", "Split to evaluate: test or dev (default: the task's first).")
+    string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
+    string("input", None, "Translate this file, one sentence a line ('-': stdin).")
+    string("output", None, "Where --input translations (default stdout) or the PNG go.")
+    string("plot_attention", None, "Draw the cross-attention of this sentence as a PNG.")
+    string("outdir", None, "Directory of the reports (default DIR/eval).")
+    for name, help_ in (
+        ("beam_size", "Beam size (1 = greedy)."),
+        ("batch_size", "Sentences per decoding batch."),
+        ("max_extra_length", "Longest output = source length + this."),
+    ):
+        flags.DEFINE_integer(name, None, help_ + " Default: the run config.", flag_values=values)
+    flags.DEFINE_float(
+        "alpha", None, "Length penalty exponent. Default: the run config.", flag_values=values
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv if argv is None else argv)
+    values = parse_flags(argv, _define, USAGE)
+    if not values.workdir:
+        fail("--workdir is required, e.g. --workdir runs/demo")
+    if values.input is not None and values.plot_attention is not None:
+        fail("give either --input or --plot_attention, not both")
+    if values.output is not None and values.input is None and values.plot_attention is None:
+        fail("--output goes with --input or --plot_attention")
+    if values.split not in ("test", "dev"):
+        fail(f"--split {values.split!r}: use test or dev")
+    common = dict(
+        checkpoint=values.checkpoint, options={name: values[name].value for name in OPTIONS}
+    )
+    outdir = values.outdir or os.path.join(values.workdir, "eval")
+
+    def evaluate() -> None:
+        task = tasks.restore_task(values.workdir)
+        if values.input is not None:
+            refuse(task, "--input", "predicts")
+            if values.output is not None:
+                check_writable(values.output, "--output", is_file=True)
+            write_lines(task.predict(read_lines(values.input), **common), values.output)
+        elif values.plot_attention is not None:
+            refuse(task, "--plot_attention", "plots_attention")
+            output = values.output or os.path.join(outdir, "attention.png")
+            check_writable(output, "--output", is_file=True)
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+            task.plot_attention(values.plot_attention, output, **common)
+        else:
+            check_writable(outdir, "--outdir")
+            split = values.split if values["split"].present else task.splits[0]
+            task.evaluate(split, outdir=values.outdir, **common)
+
+    run(evaluate)

@@ -1,0 +1,91 @@
+"""Tasks: one module per kind of model and data, each a ``Task`` (base.py).
+
+``config.task`` names the task of a run; this registry is the one place that maps it to
+a class:
+
+    translation          encoder-decoder Transformer on sentence pairs (translation.py)
+    bert_pretraining     BERT masked-LM + next-sentence pretraining (bert_pretraining.py)
+    bert_classification  BERT fine-tuning for sequence classification (bert_classification.py)
+
+Adding a task is one new module here plus one config: docs/architecture.md says how.
+
+    train_and_evaluate(config, workdir)        what train.py runs
+    evaluate_workdir(workdir, split=...)       what evaluate.py runs without --input
+    restore_task(workdir)                      the task of a trained run, to ask directly
+"""
+
+import importlib
+from typing import Any
+
+import ml_collections
+
+from jaxtrans.errors import UserError
+from jaxtrans.tasks.base import Restored, Task
+from jaxtrans.training import loop
+from jaxtrans.workdir import load_run_config
+
+TASKS = {
+    "translation": "jaxtrans.tasks.translation:TranslationTask",
+    "bert_pretraining": "jaxtrans.tasks.bert_pretraining:BertPretrainingTask",
+    "bert_classification": "jaxtrans.tasks.bert_classification:BertClassificationTask",
+}
+# Config files written before ``task`` existed are translation runs.
+DEFAULT_TASK = "translation"
+
+
+def task_name(config: ml_collections.ConfigDict) -> str:
+    return config.get("task", DEFAULT_TASK)
+
+
+def task_class(name: str, where: str = "--config.task") -> type[Task]:
+    """The Task class registered as ``name``; imported on first use."""
+    if name not in TASKS:
+        raise UserError(f"{where}={name!r} is not one of {', '.join(TASKS)}")
+    module, cls = TASKS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def load_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
+    """The task of a new or resumed training run (its tokenizer trained or loaded)."""
+    return task_class(task_name(config)).from_config(config, workdir)
+
+
+def restore_task(workdir: str) -> Task:
+    """The task of a trained run: DIR/config.json says which; its tokenizer is DIR's own."""
+    run_config = load_run_config(workdir)
+    cls = task_class(task_name(run_config), where=f"{workdir}/config.json: task")
+    return cls.from_workdir(workdir, run_config)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+    """Train (or resume) the run of ``config`` in ``workdir``; the last logged metrics."""
+    return loop.train_and_evaluate(config, workdir, load_task)
+
+
+def evaluate_workdir(
+    workdir: str,
+    *,
+    split: str | None = None,
+    checkpoint: str = "latest",
+    outdir: str | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Score a split of a trained run (default: the task's first split) with a checkpoint
+    (``latest``, a step or ``avg:K``), write the report and return it. ``options``: task
+    settings such as beam_size, alpha, batch_size, max_extra_length for translation."""
+    task = restore_task(workdir)
+    return task.evaluate(
+        split or task.splits[0], checkpoint=checkpoint, outdir=outdir, options=options
+    )
+
+
+__all__ = [
+    "TASKS",
+    "Restored",
+    "Task",
+    "evaluate_workdir",
+    "load_task",
+    "restore_task",
+    "task_class",
+    "train_and_evaluate",
+]

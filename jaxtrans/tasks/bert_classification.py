@@ -1,0 +1,219 @@
+"""BERT fine-tuning for single-sentence or sentence-pair classification, from TSV/JSONL
+files or a prepared TFDS GLUE task, starting from ``init_from`` (a pretraining workdir or
+a Hugging Face checkpoint). Reports accuracy, and F1 of the second label for binary tasks.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxtrans.data import bert_pipeline, classification, glue
+from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.errors import UserError
+from jaxtrans.models.bert import BertConfig, BertForClassification
+from jaxtrans.models.flops import bert_classification_flops
+from jaxtrans.models.huggingface import graft_params
+from jaxtrans.tasks import bert_init
+from jaxtrans.tasks.base import Batch
+from jaxtrans.tasks.bert import (
+    FINE_TUNING_FIELDS,
+    BertTask,
+    LoggedIterator,
+    check_sequence_length,
+    resolve_run_config,
+)
+from jaxtrans.tasks.bert_objectives import classification_sums
+
+
+class ClassificationData:
+    """The labelled examples of a run: TSV/JSONL files or a TFDS GLUE task, by split."""
+
+    def __init__(self, data_config: ml_collections.ConfigDict):
+        self.config = data_config
+        self.tfds_name = data_config.get("classification_tfds", "")
+
+    def examples(self, split: str) -> list[classification.LabelledText] | None:
+        """The split's examples; None when the config names no source for it."""
+        if self.tfds_name:
+            return glue.glue_examples(self.tfds_name, split, self.config.get("tfds_data_dir", ""))
+        path = self.config.get(f"classification_{split}", "")
+        if not path:
+            if split == "train":
+                raise UserError(
+                    "fine-tuning needs labelled data: set --config.data.classification_train "
+                    "(and classification_dev) to .tsv/.jsonl files, or "
+                    "--config.data.classification_tfds=glue/TASK"
+                )
+            return None
+        return classification.read_labelled_texts(path)
+
+    def labels(self, train: list[classification.LabelledText]) -> list[str]:
+        if self.tfds_name and not self.config.labels:
+            return glue.glue_labels(self.tfds_name, self.config.get("tfds_data_dir", ""))
+        labels = bert_pipeline.classification_labels(self.config, train)
+        if any("," in label for label in labels):
+            raise UserError(f"labels {[x for x in labels if ',' in x]} contain commas; rename them")
+        return labels
+
+
+class BertClassificationTask(BertTask):
+    """Sequence classification on the pooled [CLS] output; loss = mean cross entropy.
+    Reports accuracy, and F1 of label 1 (the second label) for binary tasks."""
+
+    name = "bert_classification"
+    splits = ("test", "dev")
+    headline = ("accuracy",)
+    shape_fields = (*BertTask.shape_fields, "num_labels")
+
+    def __init__(
+        self,
+        run_config: ml_collections.ConfigDict,
+        model_config: BertConfig,
+        tokenizer: BertTokenizer,
+        source: bert_init.InitSource | None = None,
+        train_examples: list[classification.LabelledText] | None = None,
+    ):
+        """``source``: the checkpoint ``initial_params`` grafts (None: keep fresh weights)."""
+        super().__init__(run_config)
+        self.run_config = run_config
+        self.model_config = model_config
+        self.model = BertForClassification(model_config)
+        self.tokenizer = tokenizer
+        self.source = source
+        self.labels = run_config.data.labels.split(",")
+        self.data = ClassificationData(run_config.data)
+        self._train_examples = train_examples
+        self._splits: dict[str, list | None] = {}
+        check_sequence_length(model_config, run_config.data.max_seq_length)
+
+    @classmethod
+    def from_config(
+        cls, config: ml_collections.ConfigDict, workdir: str
+    ) -> "BertClassificationTask":
+        """Model shapes and tokenizer from ``config.init_from``; labels from the data."""
+        if not config.get("init_from"):
+            raise UserError(
+                "--config.init_from is required: a BERT pretraining workdir or a Hugging "
+                "Face BERT checkpoint directory to fine-tune"
+            )
+        source = bert_init.init_source(config.init_from)
+        if config.data.get("hf_checkpoint"):
+            raise UserError(
+                "the vocabulary of a fine-tuning run comes from --config.init_from; "
+                "leave --config.data.hf_checkpoint empty"
+            )
+        data = ClassificationData(config.data)
+        train = data.examples("train")
+        labels = data.labels(train)
+        if bert_init.has_run_tokenizer(workdir):
+            tokenizer = bert_init.load_run_tokenizer(workdir)
+        else:
+            tokenizer = bert_init.install_tokenizer(list(source.tokenizer_files), workdir)
+        if tokenizer.vocab_size != source.config.vocab_size:
+            raise UserError(
+                f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces but "
+                f"its model {source.config.vocab_size}; is it the vocabulary it was trained with?"
+            )
+        changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
+        try:
+            model_config = source.config.replace(num_labels=len(labels), **changes)
+        except (ValueError, TypeError) as error:
+            raise UserError(f"config.model: {error}") from error
+        run_config = resolve_run_config(config, model_config)
+        run_config.data.labels = ",".join(labels)
+        return cls(run_config, model_config, tokenizer, source, train)
+
+    def init_params(self, rng: jax.Array) -> Any:
+        return self.model.init(rng, jnp.ones((1, self.config.data.max_seq_length), jnp.int32))[
+            "params"
+        ]
+
+    def initial_params(self, params: Any) -> Any:
+        """Embeddings, encoder and pooler from the checkpoint; the classifier stays fresh."""
+        if self.source is None:
+            return params
+        return graft_params(params, self.source.encoder_params())
+
+    def counts(self, batch: Batch) -> dict[str, jnp.ndarray]:
+        return {"examples": jnp.sum(batch["weight"]).astype(jnp.float32)}
+
+    def loss_sums(self, params, batch: Batch, rng, deterministic: bool):
+        logits = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            deterministic=deterministic,
+            rngs=None if rng is None else {"dropout": rng},
+        )
+        sums = classification_sums(logits, batch)
+        weight = batch["weight"].astype(jnp.float32)
+        sums["tokens"] = jnp.sum(batch["attention_mask"] * weight[:, None])
+        if self.model_config.num_labels == 2:
+            predicted = (jnp.argmax(logits, axis=-1) == 1).astype(jnp.float32) * weight
+            actual = (batch["label"] == 1).astype(jnp.float32) * weight
+            sums["true_positives"] = jnp.sum(predicted * actual)
+            sums["predicted_positives"] = jnp.sum(predicted)
+            sums["actual_positives"] = jnp.sum(actual)
+        return sums
+
+    def objective(self, sums, counts):
+        return sums["loss"] / jnp.maximum(counts["examples"], 1.0)
+
+    def summarize(self, sums):
+        examples = jnp.maximum(sums["examples"], 1.0)
+        metrics = {
+            "loss": sums["loss"] / examples,
+            "accuracy": sums["correct"] / examples,
+            "tokens": sums["tokens"],
+        }
+        if "true_positives" in sums:
+            # F1 = 2 TP / (2 TP + FP + FN) = 2 TP / (predicted + actual positives).
+            positives = sums["predicted_positives"] + sums["actual_positives"]
+            metrics["f1"] = 2 * sums["true_positives"] / jnp.maximum(positives, 1.0)
+        return metrics
+
+    def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
+        if self._train_examples is None:
+            self._train_examples = self.data.examples("train")
+        return LoggedIterator(
+            classification.training_batches(
+                self._train_examples,
+                self.tokenizer,
+                self.labels,
+                max_seq_length=self.config.data.max_seq_length,
+                batch_size=bert_pipeline.local_batch_size(
+                    self.config.data.batch_size, process_count
+                ),
+                seed=seed,
+                process_index=process_index,
+                process_count=process_count,
+            )
+        )
+
+    def split_batches(self, split: str) -> list[Batch] | None:
+        """Every example of "dev" or "test" once, in order (padding rows have weight 0);
+        None when the config names no data for the split."""
+        self.check_split(split)
+        if split not in self._splits:
+            examples = self.data.examples(split)
+            self._splits[split] = examples and list(
+                classification.evaluation_batches(
+                    examples,
+                    self.tokenizer,
+                    self.labels,
+                    max_seq_length=self.config.data.max_seq_length,
+                    batch_size=self.config.eval.batch_size,
+                )
+            )
+        return self._splits[split] or None
+
+    def report_extras(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
+    def step_flops(self) -> float:
+        data = self.config.data
+        return bert_classification_flops(self.model_config, data.batch_size, data.max_seq_length)

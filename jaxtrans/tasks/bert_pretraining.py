@@ -1,0 +1,153 @@
+"""BERT pretraining: masked-LM + next-sentence prediction on plain text (or the demo
+corpus), with a SentencePiece vocabulary trained into the workdir or the WordPiece
+vocabulary of ``data.hf_checkpoint``; evaluated on held-out text (``data.dev``, or the
+demo corpus's dev documents)."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxtrans.data import bert_pipeline
+from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
+from jaxtrans.errors import UserError
+from jaxtrans.models.bert import BertConfig, BertForPretraining
+from jaxtrans.models.flops import bert_pretraining_flops
+from jaxtrans.tasks import bert_init
+from jaxtrans.tasks.base import Batch
+from jaxtrans.tasks.bert import (
+    BertTask,
+    LoggedIterator,
+    bert_config,
+    check_sequence_length,
+    resolve_run_config,
+)
+from jaxtrans.tasks.bert_objectives import pretraining_sums, summarize_pretraining
+
+
+class BertPretrainingTask(BertTask):
+    """Masked-LM + next-sentence pretraining; loss = mean MLM loss + mean NSP loss."""
+
+    name = "bert_pretraining"
+    splits = ("dev",)
+    headline = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
+
+    def __init__(
+        self,
+        run_config: ml_collections.ConfigDict,
+        model_config: BertConfig,
+        tokenizer: BertTokenizer,
+        documents: list[list[str]] | None = None,
+    ):
+        """``documents``: the training text (lists of sentences), needed for training only."""
+        super().__init__(run_config)
+        self.run_config = run_config
+        self.model_config = model_config
+        self.model = BertForPretraining(model_config)
+        self.tokenizer = tokenizer
+        self.documents = documents
+        self._dev_batches: list[Batch] | None = None
+        check_sequence_length(model_config, run_config.data.max_seq_length)
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "BertPretrainingTask":
+        """Tokenizer: the workdir's; else the vocab.txt of ``data.hf_checkpoint`` copied in;
+        else SentencePiece trained on the text. The model's vocabulary follows it."""
+        documents = bert_pipeline.pretraining_documents(config.data, "train")
+        if bert_init.has_run_tokenizer(workdir):
+            tokenizer = bert_init.load_run_tokenizer(workdir)
+        elif config.data.hf_checkpoint:
+            files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
+            tokenizer = bert_init.install_tokenizer(files, workdir)
+        else:
+            tokenizer = load_or_train_bert_tokenizer(config.data, workdir, documents)
+        model = config.model.to_dict()
+        model.update(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
+        model_config = bert_config(model)
+        return cls(resolve_run_config(config, model_config), model_config, tokenizer, documents)
+
+    def init_params(self, rng: jax.Array) -> Any:
+        data = self.config.data
+        return self.model.init(
+            rng,
+            jnp.ones((1, data.max_seq_length), jnp.int32),
+            masked_positions=jnp.zeros((1, data.max_predictions_per_seq), jnp.int32),
+        )["params"]
+
+    def counts(self, batch: Batch) -> dict[str, jnp.ndarray]:
+        return {
+            "mlm_tokens": jnp.sum(batch["masked_weights"]).astype(jnp.float32),
+            "nsp_examples": jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32),
+        }
+
+    def loss_sums(self, params, batch: Batch, rng, deterministic: bool):
+        mlm_logits, nsp_logits = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            batch["masked_positions"],
+            deterministic=deterministic,
+            rngs=None if rng is None else {"dropout": rng},
+        )
+        sums = pretraining_sums(mlm_logits, nsp_logits, batch)
+        sums["tokens"] = jnp.sum(batch["attention_mask"]).astype(jnp.float32)
+        return sums
+
+    def objective(self, sums, counts):
+        # This micro-batch's share of both means of the whole step's batch.
+        return sums["mlm_loss"] / jnp.maximum(counts["mlm_tokens"], 1.0) + sums[
+            "nsp_loss"
+        ] / jnp.maximum(counts["nsp_examples"], 1.0)
+
+    def summarize(self, sums):
+        metrics = summarize_pretraining(sums)
+        del metrics["mlm_tokens"]
+        metrics["tokens"] = sums["tokens"]
+        return metrics
+
+    def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
+        if self.documents is None:
+            self.documents = bert_pipeline.pretraining_documents(self.config.data, "train")
+        return LoggedIterator(
+            bert_pipeline.pretraining_train_iterator(
+                self.config.data,
+                self.tokenizer,
+                self.documents,
+                seed=seed,
+                process_index=process_index,
+                process_count=process_count,
+            )
+        )
+
+    def check_split(self, split: str) -> None:
+        if split != "dev":
+            raise UserError(
+                f"--split {split}: a pretraining run is evaluated on its held-out text; "
+                "use --split dev"
+            )
+
+    def split_batches(self, split: str) -> list[Batch] | None:
+        """Held-out batches of "dev" (``data.dev``, or the demo dev documents when training
+        on the demo corpus); None when there is no held-out text."""
+        self.check_split(split)
+        data = self.config.data
+        if data.train and not data.dev:
+            return None
+        if self._dev_batches is None:
+            self._dev_batches = bert_pipeline.pretraining_eval_batches(
+                data,
+                self.tokenizer,
+                bert_pipeline.pretraining_documents(data, "dev"),
+                self.config.eval.num_batches,
+                self.config.eval.batch_size,
+            )
+        return self._dev_batches
+
+    def step_flops(self) -> float:
+        data = self.config.data
+        return bert_pretraining_flops(
+            self.model_config, data.batch_size, data.max_seq_length, data.max_predictions_per_seq
+        )
