@@ -14,13 +14,13 @@ first use into ``WORKDIR/bert_tokenizer/`` and reused on restart.
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
-import numpy as np
 import sentencepiece as spm
 
 from jaxtrans.data import vocab
+from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 
@@ -79,48 +79,10 @@ class SentencePieceBertTokenizer:
         return self._model.decode([int(i) for i in ids if int(i) not in self.special_ids])
 
 
-def train_sentencepiece(
-    sentences: Iterable[str],
-    model_file: str | os.PathLike,
-    vocab_size: int = 8000,
-    model_type: str = "unigram",
-    character_coverage: float = 0.9995,
-) -> SentencePieceBertTokenizer:
-    """Trains a SentencePiece model with the reserved BERT ids into ``model_file``."""
-    with open(model_file, "wb") as writer:
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sentences),
-                model_writer=writer,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                pad_id=vocab.PAD_ID,
-                eos_id=vocab.EOS_ID,
-                bos_id=vocab.BOS_ID,
-                unk_id=vocab.UNK_ID,
-                pad_piece=vocab.PAD_PIECE,
-                eos_piece=vocab.EOS_PIECE,
-                bos_piece=vocab.BOS_PIECE,
-                unk_piece=vocab.UNK_PIECE,
-                user_defined_symbols=list(vocab.USER_DEFINED_PIECES),
-                # A small corpus may not support vocab_size pieces; take what it has.
-                hard_vocab_limit=False,
-                num_threads=os.cpu_count() or 1,
-                minloglevel=2,
-            )
-        except RuntimeError as e:
-            raise UserError(f"SentencePiece training failed: {str(e).strip()}") from None
-    return SentencePieceBertTokenizer(model_file)
-
-
-def _sample(documents: Sequence[Sequence[str]], max_sentences: int) -> Iterator[str]:
+def _sample(documents: Sequence[Sequence[str]], max_sentences: int) -> list[str]:
     """At most ``max_sentences`` sentences, a fixed uniform sample (document order kept)."""
     sentences = [s for doc in documents for s in doc]
-    if len(sentences) > max_sentences:
-        keep = np.random.default_rng(0).choice(len(sentences), max_sentences, replace=False)
-        sentences = [sentences[i] for i in np.sort(keep)]
-    return iter(sentences)
+    return [sentences[i] for i in sample_indices(len(sentences), max_sentences)]
 
 
 def load_or_train_bert_tokenizer(

@@ -20,6 +20,7 @@ import sentencepiece as spm
 
 from jaxtrans.data import vocab
 from jaxtrans.data.records import PairSource
+from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.sources import training_pairs
 from jaxtrans.errors import UserError, describe
 
@@ -28,7 +29,6 @@ METADATA_FILE = "tokenizer.json"
 SHARED_MODEL = "shared.model"
 SOURCE_MODEL = "source.model"
 TARGET_MODEL = "target.model"
-_SAMPLE_SEED = 0
 
 
 class Tokenizer:
@@ -142,14 +142,6 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
     return load_tokenizer(workdir)
 
 
-def _sample_indices(num_pairs: int, num_samples: int) -> np.ndarray:
-    """Sorted uniform sample without replacement (sorted: files are read front to back)."""
-    if num_pairs <= num_samples:
-        return np.arange(num_pairs)
-    rng = np.random.default_rng(_SAMPLE_SEED)
-    return np.sort(rng.choice(num_pairs, size=num_samples, replace=False))
-
-
 def _sentences(pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...]) -> Iterator[str]:
     for i in indices:
         pair = pairs[int(i)]
@@ -160,44 +152,14 @@ def _sentences(pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...]) -
 
 def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
     """Trains one SentencePiece model into ``path``; returns its vocabulary size."""
-    read_errors: list[UserError] = []
-
-    def reported(sentences: Iterator[str]) -> Iterator[str]:
-        # SentencePiece wraps errors of the iterator in its own; keep ours to re-raise.
-        try:
-            yield from sentences
-        except UserError as error:
-            read_errors.append(error)
-            raise
-
-    with open(path, "wb") as model_file:
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=reported(sentences),
-                model_writer=model_file,
-                vocab_size=data_config.vocab_size,
-                model_type=data_config.spm_model_type,
-                character_coverage=data_config.character_coverage,
-                normalization_rule_name=data_config.spm_normalization,
-                pad_id=vocab.PAD_ID,
-                eos_id=vocab.EOS_ID,
-                bos_id=vocab.BOS_ID,
-                unk_id=vocab.UNK_ID,
-                pad_piece=vocab.PAD_PIECE,
-                eos_piece=vocab.EOS_PIECE,
-                bos_piece=vocab.BOS_PIECE,
-                unk_piece=vocab.UNK_PIECE,
-                user_defined_symbols=list(vocab.USER_DEFINED_PIECES),
-                # A small corpus may not support vocab_size pieces; take what it has.
-                hard_vocab_limit=False,
-                num_threads=os.cpu_count() or 1,
-                minloglevel=2,
-            )
-        except RuntimeError as e:
-            if read_errors:
-                raise read_errors[0] from None
-            raise UserError(f"SentencePiece training failed: {str(e).strip()}") from None
-    return spm.SentencePieceProcessor(model_file=path).get_piece_size()
+    return train_sentencepiece(
+        sentences,
+        path,
+        vocab_size=data_config.vocab_size,
+        model_type=data_config.spm_model_type,
+        character_coverage=data_config.character_coverage,
+        normalization=data_config.spm_normalization,
+    )
 
 
 def train_tokenizer(data_config, workdir: str) -> None:
@@ -214,12 +176,12 @@ def train_tokenizer(data_config, workdir: str) -> None:
             "normalization": data_config.spm_normalization,
         }
         if data_config.shared_vocab:
-            indices = _sample_indices(len(pairs), max(1, data_config.spm_max_sentences // 2))
+            indices = sample_indices(len(pairs), max(1, data_config.spm_max_sentences // 2))
             path = os.path.join(scratch, SHARED_MODEL)
             size = _train_model(_sentences(pairs, indices, (0, 1)), path, data_config)
             metadata.update(source_vocab_size=size, target_vocab_size=size)
         else:
-            indices = _sample_indices(len(pairs), data_config.spm_max_sentences)
+            indices = sample_indices(len(pairs), data_config.spm_max_sentences)
             for side, name in ((0, SOURCE_MODEL), (1, TARGET_MODEL)):
                 path = os.path.join(scratch, name)
                 size = _train_model(_sentences(pairs, indices, (side,)), path, data_config)
