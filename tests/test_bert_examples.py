@@ -21,10 +21,9 @@ from jaxtrans.data.bert_examples import (
     read_documents,
     truncate_pair,
 )
+from jaxtrans.data.vocab import CLS_ID, MASK_ID, NUM_RESERVED_IDS, PAD_ID, SEP_ID
 from jaxtrans.errors import UserError
 
-PAD, CLS, SEP, MASK = 0, 4, 5, 6
-RESERVED = 7
 MAX_SENTENCES = 10
 
 
@@ -32,9 +31,9 @@ class IdTokenizer:
     """The special ids of a jaxtrans SentencePiece model; texts are never encoded here."""
 
     def __init__(self, num_documents: int):
-        self.vocab_size = RESERVED + num_documents * MAX_SENTENCES
-        self.pad_id, self.cls_id, self.sep_id, self.mask_id = PAD, CLS, SEP, MASK
-        self.special_ids = frozenset(range(RESERVED))
+        self.vocab_size = NUM_RESERVED_IDS + num_documents * MAX_SENTENCES
+        self.pad_id, self.cls_id, self.sep_id, self.mask_id = PAD_ID, CLS_ID, SEP_ID, MASK_ID
+        self.special_ids = frozenset(range(NUM_RESERVED_IDS))
 
 
 def traceable_corpus(num_documents: int, seed: int = 0, max_len: int = 6) -> TokenizedCorpus:
@@ -45,7 +44,7 @@ def traceable_corpus(num_documents: int, seed: int = 0, max_len: int = 6) -> Tok
         sentences = int(rng.integers(1, MAX_SENTENCES + 1))
         documents.append(
             [
-                [RESERVED + d * MAX_SENTENCES + s] * int(rng.integers(2, max_len + 1))
+                [NUM_RESERVED_IDS + d * MAX_SENTENCES + s] * int(rng.integers(2, max_len + 1))
                 for s in range(sentences)
             ]  # fmt: skip
         )
@@ -54,7 +53,7 @@ def traceable_corpus(num_documents: int, seed: int = 0, max_len: int = 6) -> Tok
 
 def origin(token_id) -> tuple[int, int]:
     """(document, sentence) of a corpus token."""
-    return divmod(int(token_id) - RESERVED, MAX_SENTENCES)
+    return divmod(int(token_id) - NUM_RESERVED_IDS, MAX_SENTENCES)
 
 
 def batches(corpus, options, count, seed=0, batch_size=32, num_documents=None):
@@ -124,10 +123,10 @@ def test_layout_is_cls_a_sep_b_sep_with_token_types(nsp_examples):
         ids, types = unmasked(ex), ex["token_type_ids"]
         a, b = split_segments(ex)
         assert len(a) >= 1 and len(b) >= 1
-        assert list(ids) == [CLS, *a, SEP, *b, SEP]
+        assert list(ids) == [CLS_ID, *a, SEP_ID, *b, SEP_ID]
         assert list(types[:n]) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        assert np.all(types[n:] == 0) and np.all(ex["input_ids"][n:] == PAD)
-        assert not np.isin(np.concatenate([a, b]), list(range(RESERVED))).any()
+        assert np.all(types[n:] == 0) and np.all(ex["input_ids"][n:] == PAD_ID)
+        assert not np.isin(np.concatenate([a, b]), list(range(NUM_RESERVED_IDS))).any()
 
 
 def test_true_next_sentence_continues_the_same_document(nsp_examples):
@@ -197,20 +196,20 @@ def test_chosen_tokens_are_80_mask_10_random_10_unchanged(masking_examples):
         chosen = ex["masked_weights"] == 1
         shown = ex["input_ids"][ex["masked_positions"][chosen]]
         original = ex["masked_ids"][chosen]
-        mask += int(np.sum(shown == MASK))
+        mask += int(np.sum(shown == MASK_ID))
         unchanged += int(np.sum(shown == original))
-        others = shown[(shown != MASK) & (shown != original)]
+        others = shown[(shown != MASK_ID) & (shown != original)]
         random += len(others)
         replacement_ids.extend(others.tolist())
     total = mask + random + unchanged
-    pool = IdTokenizer(200).vocab_size - RESERVED  # a random token may equal the original
+    pool = IdTokenizer(200).vocab_size - NUM_RESERVED_IDS  # a random token may equal the original
     for count, p in (
         (mask, 0.8),
         (random, 0.1 * (1 - 1 / pool)),
         (unchanged, 0.1 + 0.1 / pool),
     ):
         assert within(count, p * total, math.sqrt(total * p * (1 - p))), (count, p, total)
-    assert min(replacement_ids) >= RESERVED  # never a special token
+    assert min(replacement_ids) >= NUM_RESERVED_IDS  # never a special token
     assert len(set(replacement_ids)) > 0.5 * len(replacement_ids)  # spread over the vocab
 
 
@@ -221,7 +220,8 @@ def test_special_tokens_are_never_chosen(masking_examples):
         chosen = ex["masked_positions"][ex["masked_weights"] == 1]
         assert not np.isin(chosen, [0, first_sep, n - 1]).any()
         assert np.all(chosen < n)
-        assert not np.isin(ex["masked_ids"][ex["masked_weights"] == 1], [PAD, CLS, SEP]).any()
+        predicted = ex["masked_ids"][ex["masked_weights"] == 1]
+        assert not np.isin(predicted, [PAD_ID, CLS_ID, SEP_ID]).any()
         assert len(set(chosen.tolist())) == len(chosen)
 
 

@@ -1,6 +1,8 @@
 """SentencePiece tokenizers: reserved ids, round trip, reuse from the workdir, vocab checks."""
 
+import ast
 import os
+import pathlib
 
 import pytest
 
@@ -18,6 +20,7 @@ from jaxtrans.data import (
     training_pairs,
 )
 from jaxtrans.data import tokenizer as tokenizer_module
+from jaxtrans.data.sentencepiece_training import sample_indices
 from jaxtrans.errors import UserError
 
 
@@ -49,6 +52,21 @@ def test_reserved_ids_are_fixed_in_every_model(demo_workdir):
     assert {i: model.id_to_piece(i) for i in expected} == expected
     assert (PAD_ID, EOS_ID, BOS_ID, UNK_ID) == (0, 1, 2, 3)
     assert (CLS_ID, SEP_ID, MASK_ID) == (4, 5, 6)
+
+
+def test_each_reserved_id_is_defined_once_in_jaxtrans():
+    names = {"PAD_ID", "EOS_ID", "BOS_ID", "UNK_ID", "CLS_ID", "SEP_ID", "MASK_ID"}
+    package = pathlib.Path(__file__).parent.parent / "jaxtrans"
+    definitions = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in names:
+                    definitions.append(f"{path.relative_to(package)}:{target.id}")
+    assert sorted(definitions) == sorted(
+        ["nn/masks.py:PAD_ID"] + [f"data/vocab.py:{n}" for n in names - {"PAD_ID"}]
+    )
 
 
 def test_decode_of_encode_gives_the_text_back(demo_workdir):
@@ -120,6 +138,6 @@ def test_training_sample_is_bounded_by_spm_max_sentences(tmp_path):
     load_or_train_tokenizer(data, str(tmp_path))
     metadata = (tmp_path / "tokenizer" / "tokenizer.json").read_text()
     assert '"sampled_pairs": 200' in metadata  # shared: 200 pairs = 400 sentences
-    indices = tokenizer_module._sample_indices(10_000, 400)
+    indices = sample_indices(10_000, 400)
     assert len(set(indices.tolist())) == 400
     assert indices.max() > 9000  # spread over the whole corpus, not its head

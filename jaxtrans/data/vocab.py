@@ -4,8 +4,9 @@ The translation model and the BERT pipeline share tokenizer code, so the BERT sy
 are reserved (as user-defined pieces) even in models trained only for translation.
 """
 
-# Padding; masks treat id 0 as "not a token" (jaxtrans.nn.masks.PAD_ID).
-PAD_ID = 0
+# Padding: defined with the masks, which treat it as "not a token" (nn imports no data).
+from jaxtrans.nn.masks import PAD_ID as PAD_ID
+
 # End of sentence, appended to every source and target.
 EOS_ID = 1
 # Beginning of sentence, the first decoder input.
