@@ -13,10 +13,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from jaxtrans.inference.search import StepFn, beam_search, greedy_search, tile_beams
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE
+from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def _decoding_model(config: TransformerConfig) -> Transformer:

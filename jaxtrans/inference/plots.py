@@ -15,10 +15,10 @@ import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
 
-from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn import causal_mask, combine_masks, padding_mask
+from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # Fonts tried after the default one, so that Chinese pieces get glyphs where installed.
 _CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Zen Hei", "SimHei", "PingFang SC")

@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
 StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]

@@ -15,10 +15,10 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
 from jaxtrans.models import TransformerConfig
+from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 class TranslationTokenizer(Protocol):

@@ -30,6 +30,7 @@ from jaxtrans.nn import (
 from jaxtrans.nn.config import Activation, PositionKind
 from jaxtrans.nn.feed_forward import ACTIVATIONS
 from jaxtrans.nn.layers import dense, embedding, layer_norm
+from jaxtrans.vocab import PAD_ID
 
 # BERT initialises embedding tables with N(0, 0.02) rather than Xavier.
 bert_embedding_init = nn.initializers.normal(stddev=0.02)
@@ -71,7 +72,7 @@ class BertConfig(BlockConfig):
     # Number of encoder layers (BERT's num_hidden_layers).
     num_layers: int = 12
     # Token id of padding; padded keys are never attended to.
-    pad_id: int = 0
+    pad_id: int = PAD_ID
     # Classes of the sequence-classification head (unused in pretraining).
     num_labels: int = 2
     # Dropout before the classifier head; None means dropout_rate.

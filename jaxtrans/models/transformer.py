@@ -31,6 +31,7 @@ from jaxtrans.nn import (
     sinusoidal_embedding,
 )
 from jaxtrans.nn.layers import dense, embedding
+from jaxtrans.vocab import PAD_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +53,7 @@ class TransformerConfig(BlockConfig):
     # and no bias.
     tie_output: bool = True
     # Token id of padding; padded keys are never attended to.
-    pad_id: int = 0
+    pad_id: int = PAD_ID
     # Incremental decoding (inference only): the decoder caches keys/values between calls.
     decode: bool = False
 

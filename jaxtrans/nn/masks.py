@@ -5,8 +5,7 @@ Masks broadcast against attention scores of shape [batch, heads, q_len, kv_len].
 
 import jax.numpy as jnp
 
-# The padding id of every vocabulary: the one definition (jaxtrans.data.vocab reserves it).
-PAD_ID = 0
+from jaxtrans.vocab import PAD_ID
 
 
 def padding_mask(kv_ids: jnp.ndarray, pad_id: int = PAD_ID) -> jnp.ndarray:

@@ -1,0 +1,124 @@
+"""Imports run one way, with no exception, lazy imports inside functions included:
+
+    foundation <- nn <- models <- {data, training, inference} <- tasks <- programs
+
+foundation: errors.py, vocab.py, workdir.py, checkpoints.py (they import no other layer).
+data, training and inference are siblings: none imports another.
+"""
+
+import ast
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "jaxtrans")
+
+# Layer of each top-level module or package of jaxtrans, and its rank in the order.
+LAYERS = {
+    "errors": ("foundation", 0),
+    "vocab": ("foundation", 0),
+    "workdir": ("foundation", 0),
+    "checkpoints": ("foundation", 0),
+    "nn": ("nn", 1),
+    "models": ("models", 2),
+    "data": ("data", 3),
+    "training": ("training", 3),
+    "inference": ("inference", 3),
+    "tasks": ("tasks", 4),
+    "programs": ("programs", 5),
+    "plot": ("programs", 5),
+}
+# The largest module allowed, and the modules allowed more, with the reason.
+MAX_LINES = 400
+LONG_MODULES = {
+    # The demo corpus's grammar, lexicon and sentence generator: one concern, mostly data.
+    "jaxtrans/data/demo_corpus.py": "the built-in demo grammar",
+}
+
+
+def modules() -> list[str]:
+    """Paths of every .py file of the package, relative to the repository."""
+    found = []
+    for root, _, files in os.walk(PACKAGE):
+        found += [os.path.relpath(os.path.join(root, f), REPO) for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def module_name(path: str) -> str:
+    parts = path[: -len(".py")].split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(name: str, source: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of every jaxtrans import in the source of module ``name``, wherever
+    it is written (at the top, or lazily inside a function)."""
+    package = name if is_package else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the importing package
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from jaxtrans import tasks` imports the package jaxtrans.tasks.
+            names = [f"{target}.{alias.name}" for alias in node.names]
+            found += [(node.lineno, n) for n in (names if target == "jaxtrans" else [target])]
+    return [(line, module) for line, module in found if module.split(".")[0] == "jaxtrans"]
+
+
+def layer_of(module: str) -> tuple[str, int] | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def violations(path: str, name: str, source: str) -> list[str]:
+    """The imports of one module that run against the layer order."""
+    own = layer_of(name)
+    if own is None:
+        return []
+    wrong = []
+    for line, target in imported_modules(name, source, path.endswith("__init__.py")):
+        other = layer_of(target)
+        if other is not None and other[0] != own[0] and other[1] >= own[1]:
+            wrong.append(f"{path}:{line} ({own[0]}) imports {target} ({other[0]})")
+    return wrong
+
+
+def test_every_module_of_the_package_has_a_layer():
+    unplaced = [
+        p for p in modules() if module_name(p) != "jaxtrans" and not layer_of(module_name(p))
+    ]
+    assert not unplaced, f"add these to LAYERS: {unplaced}"
+
+
+def test_imports_never_run_back_up_the_layers():
+    wrong = []
+    for path in modules():
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            wrong += violations(path, module_name(path), f.read())
+    assert not wrong, "imports against the layer order:\n" + "\n".join(wrong)
+
+
+def test_the_import_walk_catches_lazy_imports_and_sibling_imports():
+    # training lazily importing a task; nn importing models; inference importing data.
+    lazy = "def f():\n    from jaxtrans.tasks import translation\n    import jaxtrans.models\n"
+    assert violations("training/probe.py", "jaxtrans.training.probe", lazy) == [
+        "training/probe.py:2 (training) imports jaxtrans.tasks (tasks)"
+    ]
+    assert violations("nn/probe.py", "jaxtrans.nn.probe", "from jaxtrans import models\n")
+    assert violations("inference/p.py", "jaxtrans.inference.p", "from ..data import vocab\n")
+    # Within a package, and downwards, is allowed.
+    allowed = "from jaxtrans.tasks import base\nfrom jaxtrans.training.step import x\n"
+    assert violations("tasks/probe.py", "jaxtrans.tasks.probe", allowed) == []
+
+
+def test_no_module_is_over_400_lines_but_the_named_exceptions():
+    long = {}
+    for path in modules():
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            count = sum(1 for _ in f)
+        if count > MAX_LINES and path not in LONG_MODULES:
+            long[path] = count
+    assert not long, f"split these modules by concern: {long}"
