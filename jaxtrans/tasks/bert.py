@@ -71,28 +71,6 @@ def check_sequence_length(model_config: BertConfig, max_seq_length: int) -> None
         )
 
 
-class LoggedIterator:
-    """A checkpointable batch iterator with the ``stats()`` the loop logs (none here)."""
-
-    def __init__(self, iterator):
-        self._iterator = iterator
-
-    def __iter__(self) -> "LoggedIterator":
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        return next(self._iterator)
-
-    def get_state(self) -> dict[str, Any]:
-        return self._iterator.get_state()
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._iterator.set_state(state)
-
-    def stats(self) -> dict[str, float]:
-        return {}
-
-
 class BertTask(Task):
     """A BERT task scored by its own ``loss_sums`` and ``summarize`` on a split's batches,
     exactly as the training loop's dev evaluation does."""

@@ -21,7 +21,6 @@ from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import (
     FINE_TUNING_FIELDS,
     BertTask,
-    LoggedIterator,
     check_sequence_length,
     resolve_run_config,
 )
@@ -179,19 +178,15 @@ class BertClassificationTask(BertTask):
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
         if self._train_examples is None:
             self._train_examples = self.data.examples("train")
-        return LoggedIterator(
-            classification.training_batches(
-                self._train_examples,
-                self.tokenizer,
-                self.labels,
-                max_seq_length=self.config.data.max_seq_length,
-                batch_size=bert_pipeline.local_batch_size(
-                    self.config.data.batch_size, process_count
-                ),
-                seed=seed,
-                process_index=process_index,
-                process_count=process_count,
-            )
+        return classification.training_batches(
+            self._train_examples,
+            self.tokenizer,
+            self.labels,
+            max_seq_length=self.config.data.max_seq_length,
+            batch_size=bert_pipeline.local_batch_size(self.config.data.batch_size, process_count),
+            seed=seed,
+            process_index=process_index,
+            process_count=process_count,
         )
 
     def split_batches(self, split: str) -> list[Batch] | None:

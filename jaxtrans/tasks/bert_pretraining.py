@@ -19,7 +19,6 @@ from jaxtrans.tasks import bert_init
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import (
     BertTask,
-    LoggedIterator,
     bert_config,
     check_sequence_length,
     resolve_run_config,
@@ -111,15 +110,13 @@ class BertPretrainingTask(BertTask):
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
         if self.documents is None:
             self.documents = bert_pipeline.pretraining_documents(self.config.data, "train")
-        return LoggedIterator(
-            bert_pipeline.pretraining_train_iterator(
-                self.config.data,
-                self.tokenizer,
-                self.documents,
-                seed=seed,
-                process_index=process_index,
-                process_count=process_count,
-            )
+        return bert_pipeline.pretraining_train_iterator(
+            self.config.data,
+            self.tokenizer,
+            self.documents,
+            seed=seed,
+            process_index=process_index,
+            process_count=process_count,
         )
 
     def check_split(self, split: str) -> None:
