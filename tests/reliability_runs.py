@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 
+from conftest import TINY_TRANSLATION
 from program_server import ProgramServer
 
 STEPS = 8
@@ -42,23 +43,10 @@ def tiny_flags(num_steps: int = STEPS, **overrides) -> list[str]:
     """``--config configs/demo.py`` and overrides for a tiny, fast run (plus ``overrides``,
     e.g. ``train__num_steps=3`` for --config.train.num_steps=3)."""
     values = {
-        "model.d_model": 32,
-        "model.num_heads": 2,
-        "model.d_ff": 64,
-        "model.num_encoder_layers": 1,
-        "model.num_decoder_layers": 1,
-        "data.demo_train_size": 1500,
-        "data.demo_dev_size": 40,
-        "data.demo_test_size": 40,
-        "data.vocab_size": 300,
-        "data.batch_size": 8,
-        "data.max_source_length": 24,
-        "data.max_target_length": 24,
+        **TINY_TRANSLATION,
         "train.num_steps": num_steps,
-        "train.log_every": 1,
         "train.checkpoint_every": 2,
         "train.keep_checkpoints": 20,
-        "train.eval_every": 0,
         "train.compilation_cache_dir": os.path.join(scratch(), "xla"),
     }
     values.update({key.replace("__", "."): value for key, value in overrides.items()})

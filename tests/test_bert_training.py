@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from conftest import TINY_PRETRAINING as SHARED_TINY_PRETRAINING
 from orbax.checkpoint import args as ocp_args
 
 from jaxtrans.checkpoints import Checkpointer
@@ -35,31 +36,8 @@ sys.path.insert(0, REPO)
 from configs import bert_base, bert_classify, bert_demo  # noqa: E402
 
 # configs/bert_demo.py shrunk to seconds; the same overrides go to train.py as flags.
-TINY_PRETRAINING = {
-    "model.d_model": 32,
-    "model.num_heads": 2,
-    "model.d_ff": 64,
-    "model.num_layers": 1,
-    "model.max_len": 32,
-    # Dropout on, so that resuming must also repeat the dropout masks.
-    "model.dropout_rate": 0.1,
-    "data.demo_documents": 200,
-    "data.vocab_size": 200,
-    "data.demo_dev_documents": 20,
-    "data.max_seq_length": 32,
-    "data.max_predictions_per_seq": 5,
-    "data.batch_size": 8,
-    "data.read_threads": 1,
-    # Constant, so that the 4-step run of the resume test has the 6-step run's rates.
-    "optimizer.schedule": "constant",
-    "optimizer.learning_rate": 1e-3,
-    "train.log_every": 1,
-    "train.checkpoint_every": 3,
-    "train.eval_every": 6,
-    "train.async_checkpoints": False,
-    "eval.batch_size": 16,
-    "eval.num_batches": 1,
-}
+# A copy: the module's compilation cache is added to it below.
+TINY_PRETRAINING = dict(SHARED_TINY_PRETRAINING)
 PRETRAINING_STEPS = 6
 
 

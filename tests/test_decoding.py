@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import tiny_transformer_config
 
 from jaxtrans.inference.decoding import (
     beam_decode,
@@ -23,22 +24,7 @@ PAD, EOS, BOS = 0, 1, 2
 POSITIONS = ["sinusoidal", "learned", "rope"]
 
 
-def tiny_config(position: str = "rope", vocab: int = 13, **changes) -> TransformerConfig:
-    base = dict(
-        vocab_size=vocab,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_encoder_layers=1,
-        num_decoder_layers=2,
-        max_len=32,
-        position=position,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        activation_dropout_rate=0.0,
-        tie_output=False,
-    )
-    return TransformerConfig(**{**base, **changes})
+tiny_config = tiny_transformer_config
 
 
 @functools.cache

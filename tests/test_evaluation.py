@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sacrebleu
+from conftest import WordTokenizer, tiny_transformer_config
 from PIL import Image
 
 from jaxtrans.inference.bleu import corpus_scores
 from jaxtrans.inference.plots import plot_attention
 from jaxtrans.inference.report import evaluate_translations
-from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.models import Transformer
 
 HYPOTHESES = [
     "The cat sat on the mat.",
@@ -55,32 +56,7 @@ def test_english_targets_are_not_taken_for_chinese():
     assert corpus_scores(HYPOTHESES, REFERENCES).tokenize == "13a"
 
 
-CONFIG = TransformerConfig(
-    vocab_size=13,
-    d_model=16,
-    num_heads=2,
-    d_ff=32,
-    num_encoder_layers=1,
-    num_decoder_layers=2,
-    max_len=32,
-    position="rope",
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    activation_dropout_rate=0.0,
-    tie_output=False,
-)
-
-
-class WordTokenizer:
-    """Each whitespace-separated number is one token id."""
-
-    def encode_source(self, text: str) -> list[int]:
-        return [int(word) for word in text.split()]
-
-    def decode_target(self, ids: list[int]) -> str:
-        return " ".join(map(str, ids))
-
-    decode_source = decode_target
+CONFIG = tiny_transformer_config()
 
 
 @functools.cache

@@ -8,6 +8,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+from conftest import tiny_translation_config
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.tasks import train_and_evaluate
@@ -16,28 +17,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny_config(num_steps: int):
-    sys.path.insert(0, REPO)
-    from configs import demo
-
-    config = demo.get_config()
-    config.model.d_model = 32
-    config.model.num_heads = 2
-    config.model.d_ff = 64
-    config.model.num_encoder_layers = 1
-    config.model.num_decoder_layers = 1
-    config.data.demo_train_size = 1500
-    config.data.demo_dev_size = 40
-    config.data.demo_test_size = 40
-    config.data.vocab_size = 300
-    config.data.batch_size = 8
-    config.data.max_source_length = 24
-    config.data.max_target_length = 24
-    config.train.num_steps = num_steps
-    config.train.log_every = 1
-    config.train.checkpoint_every = 3
-    config.train.eval_every = 0
-    config.train.compilation_cache_dir = ""
-    return config
+    return tiny_translation_config(
+        num_steps, **{"train.checkpoint_every": 3, "train.compilation_cache_dir": ""}
+    )
 
 
 def read_metrics(workdir):

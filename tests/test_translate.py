@@ -6,39 +6,17 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import WordTokenizer, tiny_transformer_config
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.translate import translate, translate_ids
-from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.models import Transformer
 
 EOS = 1
-CONFIG = TransformerConfig(
-    vocab_size=13,
-    d_model=16,
-    num_heads=2,
-    d_ff=32,
-    num_encoder_layers=1,
-    num_decoder_layers=2,
-    max_len=32,
-    position="rope",
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    activation_dropout_rate=0.0,
-    tie_output=False,
-)
+CONFIG = tiny_transformer_config()
 # A long sentence pads the batch to 16 positions; each short one alone pads to 8.
 LONG = "12 11 10 9 8 7 6 5 4 3 12"
 SHORT = ["5 6 7", "8 9 10 11 12", "3 4 5 6 7 8", "9 9"]
-
-
-class WordTokenizer:
-    """Each whitespace-separated number is one token id."""
-
-    def encode_source(self, text: str) -> list[int]:
-        return [int(word) for word in text.split()]
-
-    def decode_target(self, ids: list[int]) -> str:
-        return " ".join(map(str, ids))
 
 
 @functools.cache
