@@ -20,22 +20,14 @@ import ml_collections
 from configs import bert_base
 from configs._dataclass_section import dataclass_section
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.tasks.bert import FINE_TUNING_FIELDS
 
 
 def get_model_config() -> ml_collections.ConfigDict:
     """The BertConfig fields fine-tuning may set; all others come from the checkpoint."""
     return dataclass_section(
         BertConfig,
-        only=(
-            "dropout_rate",
-            "attention_dropout_rate",
-            "activation_dropout_rate",
-            "classifier_dropout_rate",
-            "attention_impl",
-            "remat",
-            "dtype",
-            "param_dtype",
-        ),
+        only=FINE_TUNING_FIELDS,
     )
 
 

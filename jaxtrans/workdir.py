@@ -8,8 +8,12 @@ DIR/tensorboard/      TensorBoard event files
 DIR/eval/             evaluation reports
 """
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 
 import ml_collections
 
@@ -49,3 +53,22 @@ def save_run_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def new_directory(workdir: str, name: str, complete: Callable[[str], bool]) -> Iterator[str]:
+    """Write ``WORKDIR/NAME`` whole or not at all: fill the scratch directory this yields
+    (inside the workdir); on success it is renamed into place. If another process put a
+    directory there first and ``complete(path)`` says it is whole, that one is kept."""
+    os.makedirs(workdir, exist_ok=True)
+    target = os.path.join(workdir, name)
+    scratch = tempfile.mkdtemp(prefix=f".{name}-", dir=workdir)
+    try:
+        yield scratch
+        try:
+            os.rename(scratch, target)
+        except OSError:
+            if not complete(target):  # another process finished first: keep its copy
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -19,8 +19,9 @@ from jaxtrans.inference.decoding import (
 )
 from jaxtrans.inference.search import beam_search, greedy_search, tile_beams
 from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
-PAD, EOS, BOS = 0, 1, 2
+PAD, EOS, BOS = PAD_ID, EOS_ID, BOS_ID
 POSITIONS = ["sinusoidal", "learned", "rope"]
 
 

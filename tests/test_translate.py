@@ -11,8 +11,9 @@ from conftest import WordTokenizer, tiny_transformer_config
 from jaxtrans.errors import UserError
 from jaxtrans.inference.translate import translate, translate_ids
 from jaxtrans.models import Transformer
+from jaxtrans.vocab import EOS_ID
 
-EOS = 1
+EOS = EOS_ID
 CONFIG = tiny_transformer_config()
 # A long sentence pads the batch to 16 positions; each short one alone pads to 8.
 LONG = "12 11 10 9 8 7 6 5 4 3 12"

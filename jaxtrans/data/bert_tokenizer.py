@@ -12,8 +12,6 @@ first use into ``WORKDIR/bert_tokenizer/`` and reused on restart.
 """
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -23,6 +21,7 @@ from jaxtrans.data import vocab
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
+from jaxtrans.workdir import new_directory
 
 TOKENIZER_DIR = "bert_tokenizer"
 MODEL_FILE = "spm.model"
@@ -98,9 +97,8 @@ def load_or_train_bert_tokenizer(
     model_file = os.path.join(workdir, TOKENIZER_DIR, MODEL_FILE)
     if os.path.isfile(model_file):
         return SentencePieceBertTokenizer(model_file)
-    os.makedirs(workdir, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".bert-tokenizer-", dir=workdir)
-    try:
+    complete = lambda path: os.path.isfile(os.path.join(path, MODEL_FILE))  # noqa: E731
+    with new_directory(workdir, TOKENIZER_DIR, complete) as scratch:
         train_sentencepiece(
             _sample(documents, data_config.spm_max_sentences),
             os.path.join(scratch, MODEL_FILE),
@@ -108,11 +106,4 @@ def load_or_train_bert_tokenizer(
             model_type=data_config.spm_model_type,
             character_coverage=data_config.character_coverage,
         )
-        try:
-            os.rename(scratch, os.path.join(workdir, TOKENIZER_DIR))
-        except OSError:
-            if not os.path.isfile(model_file):  # another process finished first: keep its
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return SentencePieceBertTokenizer(model_file)

@@ -12,6 +12,7 @@ training sets; GLUE's test labels are not public, so ``test`` cannot be scored.
 """
 
 from jaxtrans.data.classification import LabelledText
+from jaxtrans.data.tfds_source import random_access_source, text_of
 from jaxtrans.errors import UserError
 
 # GLUE config -> (feature of text, feature of text_b or None).
@@ -82,14 +83,7 @@ def glue_examples(tfds_name: str, split: str, data_dir: str = "") -> list[Labell
             f"TFDS dataset {tfds_name!r} has no {tfds_split!r} split "
             f"(it has {', '.join(builder.info.splits)})"
         )
-    try:
-        source = builder.as_data_source(split=tfds_split)
-    except ValueError as e:  # prepared only as TFRecord, which has no random access
-        raise UserError(
-            f"TFDS dataset {tfds_name!r} has no array_record files in {builder.data_dir}; "
-            f"rebuild it: tfds build {tfds_name} --file_format=array_record "
-            f"({str(e).splitlines()[0]})"
-        ) from None
+    source = random_access_source(builder, tfds_name, tfds_split)
     names = builder.info.features["label"].names
     text, text_b = TEXT_FEATURES[name]
     examples = []
@@ -104,12 +98,8 @@ def glue_examples(tfds_name: str, split: str, data_dir: str = "") -> list[Labell
         examples.append(
             LabelledText(
                 names[label],
-                _text(record[text]),
-                _text(record[text_b]) if text_b else None,
+                text_of(record[text]),
+                text_of(record[text_b]) if text_b else None,
             )
         )
     return examples
-
-
-def _text(value) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

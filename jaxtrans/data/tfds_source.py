@@ -63,6 +63,18 @@ def _builder(data_config):
     return builder
 
 
+def random_access_source(builder, tfds_name: str, split: str):
+    """The split of a prepared TFDS dataset as a random-access source (array_record)."""
+    try:
+        return builder.as_data_source(split=split)
+    except ValueError as e:  # prepared only as TFRecord, which has no random access
+        raise UserError(
+            f"TFDS dataset {tfds_name!r} has no array_record files in {builder.data_dir}; "
+            f"rebuild it: tfds build {tfds_name} --file_format=array_record "
+            f"({str(e).splitlines()[0]})"
+        ) from None
+
+
 class TfdsPairs(Sequence):
     """Random access to one split of a prepared TFDS translation dataset."""
 
@@ -86,14 +98,7 @@ class TfdsPairs(Sequence):
                     f"(it has {', '.join(sorted(features))}); set --config.data.source_lang "
                     "and --config.data.target_lang"
                 )
-        try:
-            self._source = builder.as_data_source(split=tfds_split)
-        except ValueError as e:  # prepared only as TFRecord, which has no random access
-            raise UserError(
-                f"TFDS dataset {data_config.tfds_name!r} has no array_record files in "
-                f"{builder.data_dir}; rebuild it: tfds build {data_config.tfds_name} "
-                f"--file_format=array_record ({str(e).splitlines()[0]})"
-            ) from None
+        self._source = random_access_source(builder, data_config.tfds_name, tfds_split)
 
     def __len__(self) -> int:
         return len(self._source)
@@ -103,9 +108,10 @@ class TfdsPairs(Sequence):
             raise IndexError(index)
         example = self._source[index]
         return TranslationPair(
-            _text(example[self.source_lang]).strip(), _text(example[self.target_lang]).strip()
+            text_of(example[self.source_lang]).strip(), text_of(example[self.target_lang]).strip()
         )
 
 
-def _text(value) -> str:
+def text_of(value) -> str:
+    """A TFDS text feature (bytes or str) as str."""
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)

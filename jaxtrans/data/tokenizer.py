@@ -11,8 +11,6 @@ training pairs (fixed sample seed), so millions of pairs still train in a minute
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -23,6 +21,7 @@ from jaxtrans.data.records import PairSource
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.sources import training_pairs
 from jaxtrans.errors import UserError, describe
+from jaxtrans.workdir import new_directory
 
 TOKENIZER_DIR = "tokenizer"
 METADATA_FILE = "tokenizer.json"
@@ -165,9 +164,8 @@ def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
 def train_tokenizer(data_config, workdir: str) -> None:
     """Trains the tokenizer(s) into ``WORKDIR/tokenizer/`` (written whole or not at all)."""
     pairs = training_pairs(data_config)
-    os.makedirs(workdir, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".tokenizer-", dir=workdir)
-    try:
+    complete = lambda path: os.path.isfile(os.path.join(path, METADATA_FILE))  # noqa: E731
+    with new_directory(workdir, TOKENIZER_DIR, complete) as scratch:
         metadata = {
             "shared": bool(data_config.shared_vocab),
             "model_type": data_config.spm_model_type,
@@ -189,11 +187,3 @@ def train_tokenizer(data_config, workdir: str) -> None:
         metadata["sampled_pairs"] = len(indices)
         with open(os.path.join(scratch, METADATA_FILE), "w") as f:
             json.dump(metadata, f, indent=2)
-        try:
-            os.rename(scratch, tokenizer_dir(workdir))
-        except OSError:
-            # Another process finished first; keep its tokenizer.
-            if not os.path.isfile(os.path.join(tokenizer_dir(workdir), METADATA_FILE)):
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)

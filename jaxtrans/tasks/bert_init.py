@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +36,7 @@ from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining
 from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
+from jaxtrans.workdir import new_directory
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -66,20 +66,11 @@ def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
 
 def install_tokenizer(files: list[Path], workdir: str | Path) -> BertTokenizer:
     """Copy tokenizer files into ``WORKDIR/bert_tokenizer/`` (atomically) and load them."""
-    target = tokenizer_dir(workdir)
     if not has_run_tokenizer(workdir):
-        os.makedirs(workdir, exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix=".bert-tokenizer-", dir=workdir)
-        try:
+        complete = lambda path: has_run_tokenizer(os.path.dirname(path))  # noqa: E731
+        with new_directory(str(workdir), TOKENIZER_DIR, complete) as scratch:
             for file in files:
                 shutil.copyfile(file, os.path.join(scratch, file.name))
-            try:
-                os.rename(scratch, target)
-            except OSError:
-                if not has_run_tokenizer(workdir):  # another process finished first: keep it
-                    raise
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
     return load_run_tokenizer(workdir)
 
 

@@ -151,9 +151,8 @@ def _train(
     )
 
     # Checkpoints: resume from the latest complete one.
-    checkpointer = Checkpointer(
-        workdir, keep=config.train.keep_checkpoints, async_save=config.train.async_checkpoints
-    )
+    checkpoints = RunCheckpoints(workdir, config.train)
+    checkpointer = checkpoints.checkpointer
     train_iter = task.train_iterator(config.seed, jax.process_index(), jax.process_count())
     latest = checkpointer.latest_step()
     if latest is None:
@@ -174,15 +173,6 @@ def _train(
     step_flops = task.step_flops()
     peak = flops.device_peak_flops(config.train.peak_flops_per_device)
 
-    def write_failed(error: Exception) -> UserError:
-        # An async write fails late: orbax raises it at the next save or wait, so the
-        # failed step is the one named in the quoted path.
-        return UserError(
-            f"writing a checkpoint in {checkpoint_dir(workdir)} failed ({describe(error)}); "
-            "free space or fix permissions, then rerun the same command to resume from the "
-            "last complete checkpoint"
-        )
-
     def save(step: int) -> None:
         meta = {
             "step": step,
@@ -190,16 +180,7 @@ def _train(
             "model": {k: run_config.model.get(k) for k in task.shape_fields},
             "skipped_steps": skipped_total,
         }
-        try:
-            checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
-        except Exception as error:  # orbax reports disk trouble with many exception types
-            raise write_failed(error) from error
-
-    def wait_for_checkpoints() -> None:
-        try:
-            checkpointer.wait()
-        except Exception as error:
-            raise write_failed(error) from error
+        checkpoints.save(step, state, meta)
 
     leaf_names = [
         jax.tree_util.keystr(path)
@@ -247,7 +228,7 @@ def _train(
             if checkpoint_due:
                 save(step)
             if stopping:
-                wait_for_checkpoints()
+                checkpoints.wait()
                 say(
                     f"{stopping}: saved checkpoint {step}; rerun the command to resume",
                     is_main,
@@ -267,10 +248,41 @@ def _train(
                         is_main,
                     )
                 window_start = time.time()  # evaluation time is not training throughput
-    wait_for_checkpoints()
+    checkpoints.wait()
     checkpointer.close()
     writer.close()
     return last_metrics
+
+
+class RunCheckpoints:
+    """The run's checkpointer; a failed write becomes a one-line error that says how to
+    resume. An async write fails late (orbax raises it at the next save or wait), so the
+    failed step is the one named in the quoted path."""
+
+    def __init__(self, workdir: str, train_config: ml_collections.ConfigDict):
+        self.workdir = workdir
+        self.checkpointer = Checkpointer(
+            workdir, keep=train_config.keep_checkpoints, async_save=train_config.async_checkpoints
+        )
+
+    def _failed(self, error: Exception) -> UserError:
+        return UserError(
+            f"writing a checkpoint in {checkpoint_dir(self.workdir)} failed "
+            f"({describe(error)}); free space or fix permissions, then rerun the same command "
+            "to resume from the last complete checkpoint"
+        )
+
+    def save(self, step: int, state: TrainState, meta: dict[str, Any]) -> None:
+        try:
+            self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
+        except Exception as error:  # orbax reports disk trouble with many exception types
+            raise self._failed(error) from error
+
+    def wait(self) -> None:
+        try:
+            self.checkpointer.wait()
+        except Exception as error:
+            raise self._failed(error) from error
 
 
 def restore_state(
