@@ -55,8 +55,18 @@ class Task(TrainingTask):
     predicts: bool = False
     plots_attention: bool = False
 
+    # The flax module built from the model config.
+    model_class: type[nn.Module]
     # The workdir a task restored by ``from_workdir`` reads its checkpoints from.
     workdir: str | None = None
+
+    def __init__(self, run_config: ml_collections.ConfigDict, model_config: Any, tokenizer: Any):
+        """The task of a run config, its model config and its tokenizer (None where only
+        parameter shapes are needed)."""
+        super().__init__(run_config)
+        self.model_config = model_config
+        self.model = self.model_class(model_config)
+        self.tokenizer = tokenizer
 
     @classmethod
     @abc.abstractmethod

@@ -63,6 +63,7 @@ class BertClassificationTask(BertTask):
     Reports accuracy, and F1 of label 1 (the second label) for binary tasks."""
 
     name = "bert_classification"
+    model_class = BertForClassification
     splits = ("test", "dev")
     headline = ("accuracy",)
     shape_fields = (*BertTask.shape_fields, "num_labels")
@@ -76,11 +77,7 @@ class BertClassificationTask(BertTask):
         train_examples: list[classification.LabelledText] | None = None,
     ):
         """``source``: the checkpoint ``initial_params`` grafts (None: keep fresh weights)."""
-        super().__init__(run_config)
-        self.run_config = run_config
-        self.model_config = model_config
-        self.model = BertForClassification(model_config)
-        self.tokenizer = tokenizer
+        super().__init__(run_config, model_config, tokenizer)
         self.source = source
         self.labels = run_config.data.labels.split(",")
         self.data = ClassificationData(run_config.data)

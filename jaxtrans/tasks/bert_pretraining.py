@@ -30,6 +30,7 @@ class BertPretrainingTask(BertTask):
     """Masked-LM + next-sentence pretraining; loss = mean MLM loss + mean NSP loss."""
 
     name = "bert_pretraining"
+    model_class = BertForPretraining
     splits = ("dev",)
     headline = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
 
@@ -41,11 +42,7 @@ class BertPretrainingTask(BertTask):
         documents: list[list[str]] | None = None,
     ):
         """``documents``: the training text (lists of sentences), needed for training only."""
-        super().__init__(run_config)
-        self.run_config = run_config
-        self.model_config = model_config
-        self.model = BertForPretraining(model_config)
-        self.tokenizer = tokenizer
+        super().__init__(run_config, model_config, tokenizer)
         self.documents = documents
         self._dev_batches: list[Batch] | None = None
         check_sequence_length(model_config, run_config.data.max_seq_length)

@@ -56,6 +56,7 @@ def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> di
 
 class TranslationTask(Task):
     name = "translation"
+    model_class = Transformer
     splits = ("test", "dev")
     predicts = True
     plots_attention = True
@@ -81,11 +82,7 @@ class TranslationTask(Task):
         tokenizer: data.Tokenizer | None = None,
     ):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
-        super().__init__(config)
-        self.tokenizer = tokenizer
-        self.run_config = config
-        self.model_config = model_config
-        self.model = Transformer(model_config)
+        super().__init__(config, model_config, tokenizer)
         self._dev_pairs: list | None = None
 
     @classmethod

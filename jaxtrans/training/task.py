@@ -19,8 +19,9 @@ Batch = dict[str, jnp.ndarray]
 
 
 class TrainingTask(abc.ABC):
-    """One kind of training. Subclasses set ``model``, ``model_config`` and ``run_config``
-    (the config with everything the tokenizer decided, e.g. vocabulary sizes)."""
+    """One kind of training, for the run config ``config`` (the config with everything the
+    tokenizer decided, e.g. vocabulary sizes; also ``run_config``: what config.json keeps).
+    Subclasses set ``model`` and ``model_config``."""
 
     # Metrics shown on the console after the loss.
     headline: tuple[str, ...] = ()
@@ -32,7 +33,7 @@ class TrainingTask(abc.ABC):
     run_config: ml_collections.ConfigDict
 
     def __init__(self, config: ml_collections.ConfigDict):
-        self.config = config
+        self.config = self.run_config = config
 
     @abc.abstractmethod
     def init_params(self, rng: jax.Array) -> Any:
