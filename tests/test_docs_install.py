@@ -66,3 +66,15 @@ def test_installed_script_runs_as_a_command():
     result = subprocess.run([script, "--help"], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout
+
+
+def test_constraints_pin_versions_the_public_index_has():
+    # A local label (torch==2.13.0+cpu) exists only on a vendor's index: pip on a machine
+    # that reaches only PyPI could not install the README's commands. A bare version
+    # matches the CPU wheel where one is installed or offered, and PyPI's build elsewhere.
+    with open(os.path.join(REPO, "constraints.txt"), encoding="utf-8") as f:
+        pins = [line.split("#")[0].strip() for line in f]
+    pins = [pin for pin in pins if pin]
+    assert all("==" in pin for pin in pins), [pin for pin in pins if "==" not in pin]
+    assert not [pin for pin in pins if "+" in pin]
+    assert "torch==2.13.0" in pins
