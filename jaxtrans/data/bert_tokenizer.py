@@ -20,7 +20,7 @@ import sentencepiece as spm
 from jaxtrans.data import vocab
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.wordpiece import WordPieceTokenizer
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, describe
 from jaxtrans.workdir import new_directory
 
 TOKENIZER_DIR = "bert_tokenizer"
@@ -53,7 +53,13 @@ class SentencePieceBertTokenizer:
     def __init__(self, model_file: str | os.PathLike):
         if not os.path.isfile(model_file):
             raise UserError(f"{model_file} not found; train the BERT tokenizer first")
-        self._model = spm.SentencePieceProcessor(model_file=str(model_file))
+        try:
+            self._model = spm.SentencePieceProcessor(model_file=str(model_file))
+        except (OSError, RuntimeError) as error:
+            raise UserError(
+                f"{model_file} cannot be read as a SentencePiece model ({describe(error)}); "
+                "restore it from a copy of the workdir"
+            ) from None
         reserved = [self._model.id_to_piece(i) for i in range(vocab.NUM_RESERVED_IDS)]
         expected = [vocab.PAD_PIECE, vocab.EOS_PIECE, vocab.BOS_PIECE, vocab.UNK_PIECE]
         if reserved != [*expected, *vocab.USER_DEFINED_PIECES]:

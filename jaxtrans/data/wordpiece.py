@@ -23,6 +23,38 @@ CLS_PIECE, SEP_PIECE, MASK_PIECE, PAD_PIECE, UNK_PIECE = (
 )
 
 
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# The tokenizer_config.json options we read, and the values each may take.
+_OPTIONS = {
+    "do_lower_case": (True, False),
+    "strip_accents": (True, False, None),
+    "tokenize_chinese_chars": (True, False),
+}
+
+
+def read_tokenizer_config(config_file: Path) -> dict:
+    """The options of a tokenizer_config.json ({} when there is none); UserError naming
+    the file when it is not a JSON object or an option has a value BERT does not know."""
+    if not config_file.exists():
+        return {}
+    try:
+        options = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise UserError(
+            f"{config_file} is not valid JSON ({type(error).__name__}: {error}); restore it "
+            "from the checkpoint it came with"
+        ) from None
+    if not isinstance(options, dict):
+        raise UserError(f"{config_file} holds a JSON {type(options).__name__}, not an object")
+    for name, allowed in _OPTIONS.items():
+        if name in options and not any(options[name] is value for value in allowed):
+            raise UserError(
+                f"{config_file} has {name}={options[name]!r}; use one of "
+                f"{', '.join(json.dumps(v) for v in allowed)}"
+            )
+    return options
+
+
 class WordPieceTokenizer:
     """Text -> WordPiece ids, with the BERT special ids (see ``bert_tokenizer.BertTokenizer``)."""
 
@@ -37,7 +69,15 @@ class WordPieceTokenizer:
         vocab_file = Path(vocab_file)
         if not vocab_file.exists():
             raise UserError(f"{vocab_file} not found; a WordPiece vocabulary needs vocab.txt")
-        pieces = vocab_file.read_text(encoding="utf-8").split("\n")
+        try:
+            pieces = vocab_file.read_text(encoding="utf-8").split("\n")
+        except UnicodeDecodeError as error:
+            raise UserError(
+                f"{vocab_file} is not UTF-8 text (byte {error.start}); a vocab.txt holds one "
+                "piece a line"
+            ) from None
+        except OSError as error:
+            raise UserError(f"{vocab_file} cannot be read ({error.strerror})") from None
         if pieces and pieces[-1] == "":
             pieces.pop()
         vocab = {piece: i for i, piece in enumerate(pieces)}
@@ -69,10 +109,7 @@ class WordPieceTokenizer:
         """The tokenizer of a checkpoint directory: vocab.txt and, when present,
         tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars)."""
         directory = Path(path)
-        options = {}
-        config_file = directory / "tokenizer_config.json"
-        if config_file.exists():
-            options = json.loads(config_file.read_text())
+        options = read_tokenizer_config(directory / TOKENIZER_CONFIG_FILE)
         return cls(
             directory / "vocab.txt",
             lowercase=options.get("do_lower_case", True),

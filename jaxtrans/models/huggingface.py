@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, describe
 from jaxtrans.models.bert import BertConfig
 
 _ACTIVATIONS = {
@@ -49,12 +49,48 @@ class PretrainedBert:
     params: dict[str, Any]
 
 
+# config.json fields read as whole numbers: (field, default; None = required).
+_INT_FIELDS = (
+    ("vocab_size", None),
+    ("hidden_size", None),
+    ("num_attention_heads", None),
+    ("intermediate_size", None),
+    ("num_hidden_layers", None),
+    ("max_position_embeddings", 512),
+    ("type_vocab_size", 2),
+)
+# config.json fields read as numbers in [0, 1) (rates, the epsilon): (field, default).
+_FLOAT_FIELDS = (
+    ("hidden_dropout_prob", 0.1),
+    ("attention_probs_dropout_prob", 0.1),
+    ("layer_norm_eps", 1e-12),
+)
+
+
+def _whole_number(hf: dict[str, Any], field: str, default: int | None) -> int:
+    value = hf.get(field, default)
+    if value is None:
+        raise UserError(f"no {field}; is it the config.json of a BERT checkpoint?")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{field}={value!r}; expected a whole number >= 1")
+    return value
+
+
+def _rate(hf: dict[str, Any], field: str, default: float) -> float:
+    value = hf.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise UserError(f"{field}={value!r}; expected a number in [0, 1)")
+    return float(value)
+
+
 def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
-    """Hugging Face ``config.json`` contents -> BertConfig (float32)."""
+    """Hugging Face ``config.json`` contents -> BertConfig (float32). Every field read is
+    checked: a wrong type or value is a UserError naming the field (callers add the file)."""
+    if not isinstance(hf, dict):
+        raise UserError(f"a JSON {type(hf).__name__}, not an object")
     if hf.get("model_type") != "bert":
         raise UserError(
-            f"config.json has model_type={hf.get('model_type')!r}; only 'bert' checkpoints "
-            "can be loaded"
+            f"model_type={hf.get('model_type')!r}; only 'bert' checkpoints can be loaded"
         )
     if hf.get("is_decoder") or hf.get("add_cross_attention"):
         raise UserError("decoder BERT checkpoints are not supported; use an encoder checkpoint")
@@ -64,48 +100,135 @@ def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
             "only 'absolute' position embeddings can be loaded"
         )
     act = hf.get("hidden_act", "gelu")
-    if act not in _ACTIVATIONS:
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise UserError(f"hidden_act={act!r} is not supported; use one of {sorted(_ACTIVATIONS)}")
-    num_labels = len(hf["id2label"]) if hf.get("id2label") else hf.get("num_labels", 2)
-    return BertConfig(
-        vocab_size=hf["vocab_size"],
-        d_model=hf["hidden_size"],
-        num_heads=hf["num_attention_heads"],
-        d_ff=hf["intermediate_size"],
-        num_layers=hf["num_hidden_layers"],
-        activation=_ACTIVATIONS[act],
-        dropout_rate=hf.get("hidden_dropout_prob", 0.1),
-        attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
-        max_len=hf.get("max_position_embeddings", 512),
-        type_vocab_size=hf.get("type_vocab_size", 2),
-        layer_norm_epsilon=hf.get("layer_norm_eps", 1e-12),
-        pad_id=hf.get("pad_token_id") or 0,
-        num_labels=num_labels,
-        classifier_dropout_rate=hf.get("classifier_dropout"),
-    )
+    ints = {field: _whole_number(hf, field, default) for field, default in _INT_FIELDS}
+    rates = {field: _rate(hf, field, default) for field, default in _FLOAT_FIELDS}
+    id2label = hf.get("id2label")
+    if id2label:
+        if not isinstance(id2label, dict):
+            raise UserError(f"id2label={id2label!r}; expected an object")
+        num_labels = len(id2label)
+    else:
+        num_labels = _whole_number(hf, "num_labels", 2)
+    pad_id = hf.get("pad_token_id") or 0
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0:
+        raise UserError(f"pad_token_id={pad_id!r}; expected a token id")
+    classifier_dropout = hf.get("classifier_dropout")
+    if classifier_dropout is not None:
+        classifier_dropout = _rate(hf, "classifier_dropout", 0.0)
+    try:
+        return BertConfig(
+            vocab_size=ints["vocab_size"],
+            d_model=ints["hidden_size"],
+            num_heads=ints["num_attention_heads"],
+            d_ff=ints["intermediate_size"],
+            num_layers=ints["num_hidden_layers"],
+            activation=_ACTIVATIONS[act],
+            dropout_rate=rates["hidden_dropout_prob"],
+            attention_dropout_rate=rates["attention_probs_dropout_prob"],
+            max_len=ints["max_position_embeddings"],
+            type_vocab_size=ints["type_vocab_size"],
+            layer_norm_epsilon=rates["layer_norm_eps"],
+            pad_id=pad_id,
+            num_labels=num_labels,
+            classifier_dropout_rate=classifier_dropout,
+        )
+    except (ValueError, TypeError) as error:
+        raise UserError(str(error)) from None
+
+
+def read_huggingface_config(config_file: Path) -> BertConfig:
+    """A checkpoint's config.json -> BertConfig; UserError naming the file when it is
+    missing, not JSON or not a BERT config."""
+    if not config_file.is_file():
+        raise UserError(f"{config_file} not found; pass a Hugging Face checkpoint directory")
+    try:
+        contents = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise UserError(f"{config_file} is not valid JSON ({describe(error)})") from None
+    try:
+        return bert_config_from_huggingface(contents)
+    except UserError as error:
+        raise UserError(f"{config_file}: {error}") from None
+
+
+# Weight files of a checkpoint directory: one file, or an index naming shard files.
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+TORCH_FILE = "pytorch_model.bin"
+TORCH_INDEX = "pytorch_model.bin.index.json"
+
+
+def shard_files(directory: Path, index: Path) -> list[Path]:
+    """The shard files an index's ``weight_map`` names, each inside ``directory``.
+
+    An index is data from wherever the checkpoint came from: a shard name that is
+    absolute or climbs out with ``..`` is refused, so loading reads no file outside the
+    checkpoint directory. (Shards may be symbolic links, as in the Hugging Face cache,
+    whose snapshot files link to ``../../blobs/``; the names are what is checked.)
+    """
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        names = sorted(set(weight_map.values()))
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise UserError(f"{index} is not valid JSON ({describe(error)})") from None
+    except (KeyError, TypeError, AttributeError):
+        raise UserError(
+            f'{index} has no "weight_map" object of tensor name -> shard file'
+        ) from None
+    shards = []
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise UserError(f"{index} names the shard {name!r}; expected a file name")
+        relative = Path(name)
+        if relative.anchor or ".." in relative.parts:
+            raise UserError(
+                f"{index} names the shard {name!r}, outside {directory}; refusing to read it "
+                "(an index may only name files in its own directory)"
+            )
+        path = directory / relative
+        if not path.is_file():
+            raise UserError(f"{index} names the shard {name!r}, but {path} is not a file")
+        shards.append(path)
+    return shards
 
 
 def load_state_dict(directory: Path) -> dict[str, np.ndarray]:
     """Read the weights of a checkpoint directory as numpy arrays keyed by HF names."""
-    from safetensors.numpy import load_file
-
-    single = directory / "model.safetensors"
-    index = directory / "model.safetensors.index.json"
-    legacy = directory / "pytorch_model.bin"
+    single, safetensors_index = directory / SAFETENSORS_FILE, directory / SAFETENSORS_INDEX
+    legacy, torch_index = directory / TORCH_FILE, directory / TORCH_INDEX
     if single.exists():
-        return load_file(single)
-    if index.exists():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return _load_safetensors(single)
+    if safetensors_index.exists():
         state = {}
-        for shard in shards:
-            state.update(load_file(directory / shard))
+        for shard in shard_files(directory, safetensors_index):
+            state.update(_load_safetensors(shard))
         return state
     if legacy.exists():
         return _load_torch_state_dict(legacy)
+    if torch_index.exists():
+        state = {}
+        for shard in shard_files(directory, torch_index):
+            state.update(_load_torch_state_dict(shard))
+        return state
     raise UserError(
-        f"{directory} has no model.safetensors or pytorch_model.bin; "
+        f"{directory} has no {SAFETENSORS_FILE} or {TORCH_FILE}; "
         "pass a Hugging Face checkpoint directory"
     )
+
+
+def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as error:
+        raise UserError(
+            f"{path} cannot be read as safetensors ({describe(error)}); "
+            "download the checkpoint again"
+        ) from None
 
 
 def _load_torch_state_dict(path: Path) -> dict[str, np.ndarray]:
@@ -116,7 +239,15 @@ def _load_torch_state_dict(path: Path) -> dict[str, np.ndarray]:
             f"reading {path} needs PyTorch; install torch or convert it to model.safetensors"
         ) from None
     # weights_only=True refuses arbitrary pickled objects: tensors and containers only.
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a damaged file fails as RuntimeError, UnpicklingError, ...
+        raise UserError(
+            f"{path} cannot be read as PyTorch weights ({describe(error)}); "
+            "download the checkpoint again"
+        ) from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UserError(f"{path} holds no state dict (tensor name -> tensor)")
     return {k: v.float().numpy() for k, v in state.items()}
 
 
@@ -224,11 +355,13 @@ def from_huggingface(path: str | Path) -> PretrainedBert:
     type, or BERT variants this model does not implement.
     """
     directory = Path(path)
-    config_file = directory / "config.json"
-    if not config_file.exists():
-        raise UserError(f"{config_file} not found; pass a Hugging Face checkpoint directory")
-    config = bert_config_from_huggingface(json.loads(config_file.read_text()))
-    params = convert_state_dict(load_state_dict(directory), config)
+    config = read_huggingface_config(directory / "config.json")
+    try:
+        params = convert_state_dict(load_state_dict(directory), config)
+    except ValueError as error:  # a tensor of another shape than config.json says
+        raise UserError(
+            f"the weights in {directory} do not fit its config.json ({describe(error)})"
+        ) from None
     return PretrainedBert(config=config, params=params)
 
 

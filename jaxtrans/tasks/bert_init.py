@@ -32,14 +32,13 @@ from jaxtrans.data.bert_tokenizer import (
     BertTokenizer,
     SentencePieceBertTokenizer,
 )
-from jaxtrans.data.wordpiece import WordPieceTokenizer
-from jaxtrans.errors import UserError
+from jaxtrans.data.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
+from jaxtrans.errors import UserError, describe
 from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining
 from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
 from jaxtrans.workdir import new_directory
 
 VOCAB_FILE = "vocab.txt"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 BERT_TASKS = ("bert_pretraining", "bert_classification")
 
 
@@ -55,18 +54,26 @@ def has_run_tokenizer(workdir: str | Path) -> bool:
 def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
     """The tokenizer kept in ``WORKDIR/bert_tokenizer/`` (SentencePiece or WordPiece)."""
     directory = tokenizer_dir(workdir)
+    if not has_run_tokenizer(workdir):
+        raise UserError(
+            f"{directory} holds neither {MODEL_FILE} nor {VOCAB_FILE}; is {workdir} a BERT workdir?"
+        )
+    return _load_tokenizer(directory)
+
+
+def _load_tokenizer(directory: Path) -> BertTokenizer:
+    """The SentencePiece model or WordPiece vocabulary in ``directory``."""
     if (directory / MODEL_FILE).is_file():
         return SentencePieceBertTokenizer(directory / MODEL_FILE)
-    if (directory / VOCAB_FILE).is_file():
-        return WordPieceTokenizer.from_huggingface(directory)
-    raise UserError(
-        f"{directory} holds neither {MODEL_FILE} nor {VOCAB_FILE}; is {workdir} a BERT workdir?"
-    )
+    return WordPieceTokenizer.from_huggingface(directory)
 
 
 def install_tokenizer(files: list[Path], workdir: str | Path) -> BertTokenizer:
-    """Copy tokenizer files into ``WORKDIR/bert_tokenizer/`` (atomically) and load them."""
+    """Copy tokenizer files into ``WORKDIR/bert_tokenizer/`` (atomically) and load them.
+    They are loaded where they are first, so that damaged files are refused (UserError
+    naming them) before anything is copied."""
     if not has_run_tokenizer(workdir):
+        _load_tokenizer(files[0].parent)
         complete = lambda path: has_run_tokenizer(os.path.dirname(path))  # noqa: E731
         with new_directory(str(workdir), TOKENIZER_DIR, complete) as scratch:
             for file in files:
@@ -134,13 +141,17 @@ def init_source(path: str) -> InitSource:
         saved = json.loads(config_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{flag}: the directory holds no config.json; {help_}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{flag}: {config_file} is not valid JSON ({error})") from None
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+        raise UserError(f"{flag}: {config_file} is not valid JSON ({describe(error)})") from None
+    if not isinstance(saved, dict):
+        raise UserError(
+            f"{flag}: {config_file} holds a JSON {type(saved).__name__}, not an object; {help_}"
+        )
     if "model_type" in saved:
         try:
             config = bert_config_from_huggingface(saved)
         except UserError as error:
-            raise UserError(f"{flag}: {error}") from None
+            raise UserError(f"{flag}: {config_file}: {error}") from None
         return InitSource(
             path=directory,
             kind="huggingface",
@@ -155,8 +166,8 @@ def init_source(path: str) -> InitSource:
         raise UserError(f"{flag}: the workdir has no checkpoint yet; train it first")
     try:
         config = BertConfig.from_dict(saved["model"])
-    except (ValueError, TypeError) as error:
-        raise UserError(f"{flag}: config.json model: {error}") from None
+    except (ValueError, TypeError, AttributeError, ArithmeticError) as error:
+        raise UserError(f"{flag}: {config_file}: model: {describe(error)}") from None
     files = sorted(p for p in tokenizer_dir(directory).glob("*") if p.is_file())
     if not has_run_tokenizer(directory):
         raise UserError(f"{flag}: the workdir has no {TOKENIZER_DIR}/ tokenizer")
