@@ -1,12 +1,15 @@
-"""Test-wide settings and the tiny models, configs and tokenizers many tests share.
+"""Test-wide settings (with CI=true, a skipped test fails the run) and the tiny models,
+configs and tokenizers many tests share.
 
 Tests import the helpers directly: ``from conftest import tiny_transformer_config``.
 """
 
+import os
 import sys
 import warnings
 
 import ml_collections
+import pytest
 
 from jaxtrans.models import TransformerConfig
 
@@ -14,6 +17,48 @@ from jaxtrans.models import TransformerConfig
 warnings.filterwarnings("ignore", module="torch")
 
 REPO = __file__.rsplit("/tests/", 1)[0]
+
+
+# ------------------------------------------------- on CI, a skipped test fails the run
+#
+# A test that skips (a missing optional package: pytest.importorskip) proves nothing. Where
+# CI=true, every skip is listed and the run exits 1, so that a CI machine missing a test
+# dependency cannot pass unnoticed. Expected failures (xfail) are not skips.
+
+_skipped: dict[str, str] = {}
+
+
+def _record_skip(report) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        _skipped[report.nodeid] = reason.removeprefix("Skipped: ")
+
+
+def pytest_runtest_logreport(report) -> None:
+    _record_skip(report)
+
+
+def pytest_collectreport(report) -> None:  # a whole module skipped at import
+    _record_skip(report)
+
+
+def _skips_fail_the_run() -> bool:
+    return os.environ.get("CI") == "true" and bool(_skipped)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _skips_fail_the_run() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _skips_fail_the_run():
+        terminalreporter.write_sep(
+            "=", f"CI=true: {len(_skipped)} skipped test(s) fail the run", red=True
+        )
+        for nodeid, reason in sorted(_skipped.items()):
+            terminalreporter.write_line(f"SKIPPED {nodeid}: {reason}")
 
 
 def tiny_transformer_config(
