@@ -15,6 +15,7 @@ from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import restore_task
+from jaxtrans.tasks.translation import decoding_name
 
 STEPS = (100, 200)
 
@@ -66,13 +67,14 @@ def evaluate(*flags: str) -> None:
 
 def test_evaluate_reports_bleu_of_the_latest_checkpoint(workdir, tmp_path):
     evaluate(f"--workdir={workdir}", "--split=dev", f"--outdir={tmp_path}", "--max_extra_length=4")
-    report = json.loads((tmp_path / "dev-step200.json").read_text())
+    # Beam 2 from the run config's eval section; max_extra_length differs from it.
+    report = json.loads((tmp_path / "dev-step200-beam2-maxextra4.json").read_text())
     assert (report["step"], report["split"], report["checkpoint"]) == (200, "dev", "step 200")
-    assert report["beam_size"] == 2  # from the run config's eval section
+    assert report["beam_size"] == 2
     assert report["num_sentences"] == 6
     data_config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())).data
     references = [pair.target for pair in data.load_split(data_config, "dev")]
-    hypotheses = (tmp_path / "dev-step200.hyp.txt").read_text().splitlines()
+    hypotheses = (tmp_path / "dev-step200-beam2-maxextra4.hyp.txt").read_text().splitlines()
     assert report["bleu"] == sacrebleu.corpus_bleu(hypotheses, [references]).score
 
 
@@ -81,9 +83,32 @@ def test_averaged_checkpoints_get_their_own_report(workdir, tmp_path):
         f"--workdir={workdir}", "--split=test", "--checkpoint=avg:2", f"--outdir={tmp_path}",
         "--beam_size=1", "--max_extra_length=4",
     )  # fmt: skip
-    report = json.loads((tmp_path / "test-step200-avg2.json").read_text())
+    report = json.loads((tmp_path / "test-step200-avg2-greedy-maxextra4.json").read_text())
     assert report["checkpoint"] == "average of steps [100, 200]"
-    assert not (tmp_path / "test-step200.json").exists()
+    assert not (tmp_path / "test-step200-greedy-maxextra4.json").exists()
+
+
+def test_greedy_and_beam_reports_of_one_checkpoint_both_survive(workdir, tmp_path):
+    for beam in ("1", "4"):
+        evaluate(f"--workdir={workdir}", f"--outdir={tmp_path}", f"--beam_size={beam}",
+                 "--max_extra_length=4")  # fmt: skip
+    greedy = json.loads((tmp_path / "test-step200-greedy-maxextra4.json").read_text())
+    beam = json.loads((tmp_path / "test-step200-beam4-maxextra4.json").read_text())
+    assert (greedy["beam_size"], beam["beam_size"]) == (1, 4)
+    assert greedy["hypotheses_file"] == "test-step200-greedy-maxextra4.hyp.txt"
+    assert beam["hypotheses_file"] == "test-step200-beam4-maxextra4.hyp.txt"
+    names = {path.name for path in tmp_path.iterdir()}
+    for stem in ("test-step200-greedy-maxextra4", "test-step200-beam4-maxextra4"):
+        assert {f"{stem}.json", f"{stem}.md", f"{stem}.hyp.txt"} <= names
+
+
+def test_a_length_penalty_of_its_own_gets_a_report_of_its_own(workdir, tmp_path):
+    for alpha in ("0.6", "1.0"):  # 0.6: the run config's (the default)
+        evaluate(f"--workdir={workdir}", f"--outdir={tmp_path}", "--beam_size=2",
+                 f"--alpha={alpha}", "--max_extra_length=4")  # fmt: skip
+    assert json.loads((tmp_path / "test-step200-beam2-maxextra4.json").read_text())["alpha"] == 0.6
+    other = json.loads((tmp_path / "test-step200-beam2-alpha1.0-maxextra4.json").read_text())
+    assert other["alpha"] == 1.0
 
 
 def test_input_file_is_translated_line_by_line(workdir, tmp_path):
@@ -128,3 +153,22 @@ def test_restored_parameters_are_those_saved(saved_run):
     assert restored.step == 100
     for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(saved[100]), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_report_names_tell_every_decoding_that_changes_the_output_apart():
+    run = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50}
+    names = {
+        decoding_name({**run, **changed}, run): changed
+        for changed in (
+            {}, {"beam_size": 1}, {"beam_size": 2}, {"alpha": 1.0}, {"alpha": 0.65},
+            {"max_extra_length": 10}, {"beam_size": 1, "max_extra_length": 10},
+            {"alpha": 1.0, "max_extra_length": 10},
+        )
+    }  # fmt: skip
+    assert list(names) == [
+        "beam4", "greedy", "beam2", "beam4-alpha1.0", "beam4-alpha0.65", "beam4-maxextra10",
+        "greedy-maxextra10", "beam4-alpha1.0-maxextra10",
+    ]  # fmt: skip
+    # Greedy search has no length penalty, and batch_size changes no output.
+    assert decoding_name({**run, "beam_size": 1, "alpha": 1.0}, run) == "greedy"
+    assert decoding_name({**run, "batch_size": 8}, run) == "beam4"

@@ -124,7 +124,7 @@ def test_notebook_runs_top_to_bottom_on_cpu_with_the_demo_config(tmp_path, monke
     assert glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*"))
     with open(os.path.join(workdir, "metrics.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    with open(os.path.join(workdir, "eval", "test-step2.json"), encoding="utf-8") as f:
+    with open(os.path.join(workdir, "eval", "test-step2-greedy.json"), encoding="utf-8") as f:
         report = json.load(f)
     assert report["num_sentences"] == 4 and 0.0 <= report["bleu"] <= 100.0
     for png in ("attention.png", "attention-masks.png"):

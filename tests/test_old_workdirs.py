@@ -39,7 +39,7 @@ def test_an_old_translation_workdir_evaluates_as_it_did(tmp_path):
     expected = EXPECTED["translation"]
     workdir = copy_of("translation", tmp_path)
     report = evaluate_workdir(workdir, split="test", beam_size=2, outdir=str(tmp_path / "eval"))
-    with open(tmp_path / "eval" / "test-step4.hyp.txt", encoding="utf-8") as f:
+    with open(tmp_path / "eval" / "test-step4-beam2.hyp.txt", encoding="utf-8") as f:
         assert f.read().splitlines() == expected["hypotheses"]
     assert report["step"] == 4 and report["num_sentences"] == expected["num_sentences"]
     assert report["bleu"] == pytest.approx(expected["bleu"], abs=1e-9)

@@ -1,8 +1,11 @@
 """Translate a split, score it and write the evaluation report.
 
-pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{split}-step{N}.json
-                                                   OUTDIR/{split}-step{N}.hyp.txt
-                                                   OUTDIR/{split}-step{N}.md
+pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{stem}.json
+                                                   OUTDIR/{stem}.hyp.txt
+                                                   OUTDIR/{stem}.md
+
+The stem is the caller's (evaluate.py: ``{split}-step{N}[-avgK]-{greedy|beamK...}``, see
+jaxtrans.tasks.translation.decoding_name), ``{split}-step{N}`` by default.
 """
 
 import json

@@ -24,10 +24,12 @@ USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
 
 Without --input or --plot_attention: scores the split with the run's task and writes
-DIR/eval/{split}-step{N}.json (translation: BLEU/chrF and examples, also .md and
-.hyp.txt; BERT: the task's metrics). The split defaults to the task's own (translation
-and classification: test; pretraining: dev). Decoding settings default to the run
-config's eval section."""
+DIR/eval/{split}-step{N}[-avgK]-{DECODING}.json (translation: BLEU/chrF and examples,
+also .md and .hyp.txt; DECODING is greedy or beamK,
+plus -alphaA and -maxextraN where they differ from the run config) or
+DIR/eval/{split}-step{N}[-avgK].json (BERT: the task's metrics). The split defaults to
+the task's own (translation and classification: test; pretraining: dev). Decoding
+settings default to the run config's eval section."""
 
 # Task settings passed on to the task (None where not given).
 OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")

@@ -39,7 +39,9 @@ class Restored:
 
 def report_stem(split: str, restored: Restored, suffix: str = "") -> str:
     """File name stem of a report: ``{split}-step{N}``, ``-avg{K}`` for averaged checkpoints
-    (so that they do not overwrite step N's own report), then ``suffix``."""
+    (so that they do not overwrite step N's own report), then ``suffix``: what else tells
+    reports of one checkpoint apart, e.g. translation's decoding settings (``-beam4``), so
+    that an evaluation with other settings does not overwrite them either."""
     kind, count = checkpoints.parse_checkpoint_spec(restored.spec)
     return f"{split}-step{restored.step}" + (f"-avg{count}" if kind == "avg" else "") + suffix
 

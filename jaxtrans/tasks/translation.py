@@ -54,6 +54,20 @@ def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> di
     return settings
 
 
+def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str:
+    """The decoding part of a report's file name: ``greedy`` or ``beam{K}``, then
+    ``-alpha{A}`` (beam search only: greedy search has no length penalty) and
+    ``-maxextra{N}`` where they differ from the run config's eval section (``run_defaults``,
+    from ``decoding_settings(run_config)``). batch_size changes no output and is not named."""
+    beam_size = int(settings["beam_size"])
+    name = "greedy" if beam_size == 1 else f"beam{beam_size}"
+    if beam_size > 1 and float(settings["alpha"]) != float(run_defaults["alpha"]):
+        name += f"-alpha{float(settings['alpha'])!r}"
+    if int(settings["max_extra_length"]) != int(run_defaults["max_extra_length"]):
+        name += f"-maxextra{int(settings['max_extra_length'])}"
+    return name
+
+
 class TranslationTask(Task):
     name = "translation"
     model_class = Transformer
@@ -205,10 +219,13 @@ class TranslationTask(Task):
 
     def evaluate(self, split, *, checkpoint="latest", outdir=None, options=None):
         """Translate the split, score it with sacreBLEU and write
-        OUTDIR/{split}-step{N}[-avgK].json, .md and .hyp.txt; returns the report."""
+        OUTDIR/{split}-step{N}[-avgK]-{DECODING}.json, .md and .hyp.txt, DECODING being
+        ``decoding_name`` of the settings (e.g. ``greedy``, ``beam4``); returns the report."""
         self.check_split(split)
         restored = self.restore_params(checkpoint)
         pairs = data.load_split(self.run_config.data, split)
+        settings = decoding_settings(self.run_config, **(options or {}))
+        name = decoding_name(settings, decoding_settings(self.run_config))
         return evaluate_translations(
             self.model_config,
             restored.params,
@@ -219,8 +236,8 @@ class TranslationTask(Task):
             split,
             restored.description,
             target_lang=self.run_config.data.get("target_lang") or None,
-            stem=report_stem(split, restored),
-            **decoding_settings(self.run_config, **(options or {})),
+            stem=report_stem(split, restored, f"-{name}"),
+            **settings,
         )
 
     def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
