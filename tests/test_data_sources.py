@@ -7,6 +7,7 @@ import pytest
 
 from jaxtrans.data import get_data_config, load_split, source_kind, training_pairs
 from jaxtrans.data.records import TranslationPair
+from jaxtrans.data.sources import NoSplit
 from jaxtrans.data.text_files import IndexedTextFile, line_format_for, read_pairs
 from jaxtrans.errors import UserError
 
@@ -109,6 +110,23 @@ def test_skip_malformed_reads_malformed_lines_as_none(tmp_path):
     data = config(train=str(path), dev=str(path), skip_malformed=True)
     assert all_pairs(training_pairs(data)) == [("a", "A"), None, None, ("c", "C")]
     assert load_split(data, "dev") == [("a", "A"), ("c", "C")]
+
+
+def test_a_split_file_of_only_malformed_lines_is_a_user_error(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_bytes(b"no tab\nnone here\n")
+    with pytest.raises(UserError, match=r"dev=.*dev.tsv: the file holds no sentence pairs, all 2"):
+        load_split(config(dev=str(path), skip_malformed=True), "dev")
+
+
+def test_only_a_split_the_run_does_not_have_is_no_split(tmp_path):
+    train = write_tsv(tmp_path / "train.tsv")
+    with pytest.raises(NoSplit, match="config.data.dev=PATH"):
+        load_split(config(train=train), "dev")
+    for dev in (str(tmp_path / "dve.tsv"), str(tmp_path / "dev.csv")):  # configured, broken
+        with pytest.raises(UserError) as raised:
+            load_split(config(train=train, dev=dev), "dev")
+        assert not isinstance(raised.value, NoSplit)
 
 
 def test_unknown_file_type_is_a_user_error(tmp_path):

@@ -6,6 +6,8 @@ One table-driven test runs every case as the real program (tests/program_server.
 
 import dataclasses
 import glob
+import gzip
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from reliability_runs import (
     scratch,
     snapshot,
     tiny_flags,
+    train,
 )
 
 TWO_DEVICES = (("XLA_FLAGS", "--xla_force_host_platform_device_count=2"),)
@@ -34,6 +37,8 @@ def files(tmp_path_factory) -> str:
         "bad_utf8.tsv": b"a cat\tune chatte\n\xff\xfe cat\tchat\n",
         "no_tab.tsv": b"a cat\tune chatte\na dog, un chien\n",
         "bad.jsonl": b'{"source": "a cat", "target": "un chat"}\n{"source": "a dog", \n',
+        # Cut off before gzip's end-of-stream marker, as by an interrupted copy.
+        "cut.tsv.gz": gzip.compress(b"a cat\tune chatte\n" * 200)[:-12],
         # 100 tokens a side at least: none fits max_source_length=24.
         "long.tsv": b"".join(
             b" ".join(b"w%d" % (i * 7 + j) for j in range(100))
@@ -109,6 +114,13 @@ class Case:
 
 
 TRAIN, EVALUATE = "train.py", "evaluate.py"
+
+
+def dev_file(name: str) -> tuple[str, ...]:
+    """Flags for the dev file {files}/NAME, with dev evaluation on (the tiny run has it off)."""
+    return ("--config.train.eval_every=4", f"--config.data.dev={{files}}/{name}")
+
+
 CASES = [
     # train.py: the config
     Case("config_file_missing", TRAIN, ("--config", "configs/no_such.py"),
@@ -140,6 +152,17 @@ CASES = [
          ("none of the 200 training pairs", "max_source_length=24", "truncate=True")),
     Case("batch_not_divisible_by_the_devices", TRAIN, ("--config.data.batch_size=3",),
          ("batch_size=3 is not divisible by the 2", "multiple of 2"), env=TWO_DEVICES),
+    # train.py: a dev split that is configured but broken stops the run before it trains
+    Case("dev_file_missing", TRAIN, dev_file("no_such_dev.tsv"),
+         ("no_such_dev.tsv: no such data file", "check --config.data")),
+    Case("dev_file_with_a_malformed_line", TRAIN, dev_file("no_tab.tsv"),
+         ("no_tab.tsv:2: malformed line", "skip_malformed")),
+    Case("dev_file_empty", TRAIN, dev_file("empty.tsv"),
+         ("dev=", "empty.tsv: the file holds no sentence pairs", "SOURCE<TAB>TARGET")),
+    Case("dev_file_gzip_cut_short", TRAIN, dev_file("cut.tsv.gz"),
+         ("cut.tsv.gz: cannot read", "end-of-stream")),
+    Case("dev_file_missing_on_resume", TRAIN, dev_file("no_such_dev.tsv"),
+         ("no_such_dev.tsv: no such data file",), workdir="trained"),
     # train.py: the workdir
     Case("workdir_is_a_file", TRAIN, (), ("cannot create --workdir", "choose another"),
          workdir="file"),
@@ -220,3 +243,38 @@ def test_bad_input_is_a_one_line_error_with_status_2_that_leaves_the_workdir_alo
     for fragment in case.expect:
         assert fragment in lines[0]
     assert changed_files(before, snapshot(str(tmp_path))) == []
+
+
+# ------------------------------------------------------------------- the dev split
+
+
+def test_a_mistyped_dev_path_stops_training_before_anything_is_written(tmp_path):
+    workdir = tmp_path / "run"
+    flags = tiny_flags(train__eval_every=4, data__dev=str(tmp_path / "dve.tsv"))
+
+    run = train(workdir, *flags)
+
+    assert run.returncode == 2, run.stderr
+    assert (
+        run.stderr.strip()
+        == f"error: {tmp_path}/dve.tsv: no such data file; check --config.data paths"
+    )
+    # No tokenizer trained, no config, no checkpoint, no training step logged.
+    assert sorted(os.listdir(workdir)) == [".lock"]
+    assert "step" not in run.stdout
+
+
+def test_training_files_without_a_dev_file_train_without_dev_evaluation(tmp_path):
+    from jaxtrans.data import demo_corpus
+
+    pairs = demo_corpus.demo_split("train", size=300, seed=0, held_out_sizes=(0, 0))
+    corpus = tmp_path / "train.tsv"
+    corpus.write_text("".join(f"{p.source}\t{p.target}\n" for p in pairs))
+    workdir = tmp_path / "run"
+
+    run = train(workdir, *tiny_flags(4, train__eval_every=2, data__train=str(corpus)))
+
+    assert run.returncode == 0, run.stderr
+    with open(workdir / "metrics.jsonl", encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]  # training records only

@@ -2,7 +2,8 @@
 
 Training: ``tfds_name`` set -> TFDS; else ``train`` set -> files; else the demo corpus.
 Dev/test: the file in ``data.dev`` / ``data.test`` when set; else the split of the TFDS
-dataset or of the demo corpus; a file-trained run without a dev/test file has none.
+dataset or of the demo corpus; a file-trained run without a dev/test file has none
+(``NoSplit``, the one error that means "none" rather than "broken").
 """
 
 from jaxtrans.data import demo_corpus, text_files
@@ -10,6 +11,13 @@ from jaxtrans.data.records import PairSource, TranslationPair, swapped
 from jaxtrans.errors import UserError
 
 EVAL_SPLITS = ("dev", "test")
+
+
+class NoSplit(UserError):
+    """The run has no such split: training reads files and no dev/test file is given.
+
+    Every other error reading a split (a missing or unreadable file, a malformed line)
+    is a plain UserError: the split is configured but broken."""
 
 
 def source_kind(data_config) -> str:
@@ -60,13 +68,23 @@ def training_pairs(data_config) -> PairSource:
 
 
 def load_split(data_config, split: str) -> list[TranslationPair]:
-    """All pairs of "dev" or "test", in file order (malformed lines skipped if configured)."""
+    """All pairs of "dev" or "test", in file order (malformed lines skipped if configured).
+    Raises NoSplit when the run has no such split, and UserError when a configured file is
+    missing, unreadable, malformed (without ``skip_malformed``) or holds no pair at all."""
     if split not in EVAL_SPLITS:
         raise UserError(f"unknown evaluation split {split!r}; use dev or test")
     path = data_config[split]
     if path:
         fmt = text_files.line_format_for(path, data_config)
-        return [p for p in text_files.read_pairs(path, fmt) if p is not None]
+        read = list(text_files.read_pairs(path, fmt))
+        pairs = [p for p in read if p is not None]
+        if not pairs:
+            skipped = f", all {len(read)} malformed and skipped" if read else ""
+            raise UserError(
+                f"--config.data.{split}={path}: the file holds no sentence pairs{skipped}; "
+                "give a file of SOURCE<TAB>TARGET lines (.tsv) or JSON objects (.jsonl)"
+            )
+        return pairs
     kind = source_kind(data_config)
     if kind == "tfds":
         from jaxtrans.data.tfds_source import TfdsPairs  # optional dependency
@@ -74,7 +92,7 @@ def load_split(data_config, split: str) -> list[TranslationPair]:
         pairs = TfdsPairs(data_config, split)
         return [pairs[i] for i in range(len(pairs))]
     if kind == "files":
-        raise UserError(
+        raise NoSplit(
             f"no {split} data: training reads files, so give one with --config.data.{split}=PATH"
         )
     return _demo(data_config, split)

@@ -3,7 +3,10 @@ cross entropy over non-pad targets; dev loss and dev BLEU/chrF while training; B
 reports, translation of user input and attention pictures of a trained run.
 
 Dev BLEU during training and evaluate.py's reports decode and score through the same
-function (jaxtrans.inference.report.translate_and_score).
+function (jaxtrans.inference.report.translate_and_score). A configured dev split is read
+when the task is built for training with dev evaluation on, so that a wrong path or a
+malformed line stops the run before it trains; only a run with no dev split at all (files
+without ``data.dev``) trains without one.
 """
 
 import os
@@ -15,6 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxtrans import data
+from jaxtrans.data.sources import NoSplit, load_split
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.translate import translate
@@ -68,6 +72,19 @@ def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str
     return name
 
 
+def read_dev_split(data_config: ml_collections.ConfigDict) -> list | None:
+    """The dev split, or None when the run has none (training files, no ``data.dev``).
+    A dev split that is configured but cannot be read raises its UserError."""
+    try:
+        return load_split(data_config, "dev")
+    except NoSplit:
+        return None
+
+
+# The dev split of a task that has not read it yet.
+_NOT_READ = object()
+
+
 class TranslationTask(Task):
     name = "translation"
     model_class = Transformer
@@ -97,14 +114,20 @@ class TranslationTask(Task):
     ):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
-        self._dev_pairs: list | None = None
+        self._dev: Any = _NOT_READ
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "TranslationTask":
-        """Train (or load) the workdir's tokenizer, then size the model by its vocabulary."""
+        """Read the dev split (when dev evaluation is on), train (or load) the workdir's
+        tokenizer, then size the model by its vocabulary."""
+        # First, so that a mistyped --config.data.dev or a broken dev file stops the run
+        # before anything is written, rather than dropping dev evaluation at step N.
+        dev = read_dev_split(config.data) if config.train.eval_every else _NOT_READ
         tokenizer = data.load_or_train_tokenizer(config.data, workdir)
         run_config = resolve_config(config, tokenizer)
-        return cls(run_config, model_config_of(run_config), tokenizer)
+        task = cls(run_config, model_config_of(run_config), tokenizer)
+        task._dev = dev
+        return task
 
     @classmethod
     def from_workdir(cls, workdir: str, run_config: ml_collections.ConfigDict) -> "TranslationTask":
@@ -167,14 +190,14 @@ class TranslationTask(Task):
         )
 
     def dev_pairs(self) -> list | None:
-        if self._dev_pairs is None:
-            try:
-                pairs = data.load_split(self.config.data, "dev")
-            except UserError:
-                return None
-            limit = self.config.eval.dev_sentences
-            self._dev_pairs = pairs[:limit] if limit else pairs
-        return self._dev_pairs
+        """The dev pairs evaluated during training: the first ``eval.dev_sentences`` (0: all);
+        None when the run has no dev split. Read once."""
+        if self._dev is _NOT_READ:
+            self._dev = read_dev_split(self.config.data)
+        if self._dev is None:
+            return None
+        limit = self.config.eval.dev_sentences
+        return self._dev[:limit] if limit else self._dev
 
     def eval_batches(self) -> Iterable[Batch] | None:
         pairs = self.dev_pairs()
