@@ -7,7 +7,7 @@ import pytest
 
 from jaxtrans.data import get_data_config, load_split, source_kind, training_pairs
 from jaxtrans.data.records import TranslationPair
-from jaxtrans.data.sources import NoSplit
+from jaxtrans.data.sources import NoSplit, read_split
 from jaxtrans.data.text_files import IndexedTextFile, line_format_for, read_pairs
 from jaxtrans.errors import UserError
 
@@ -112,20 +112,36 @@ def test_skip_malformed_reads_malformed_lines_as_none(tmp_path):
     assert load_split(data, "dev") == [("a", "A"), ("c", "C")]
 
 
+def test_skipped_dev_and_test_lines_are_counted(tmp_path):
+    path = tmp_path / "test.tsv.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"a\tA\nno tab\nb\xff\tB\nc\tC\n\tD\n")
+    split = read_split(config(test=str(path), skip_malformed=True), "test")
+    assert split.pairs == [("a", "A"), ("c", "C")]
+    assert (split.lines_read, split.lines_skipped) == (5, 3)
+
+
+def test_a_clean_split_counts_every_line_read_and_none_skipped(tmp_path):
+    split = read_split(config(dev=write_tsv(tmp_path / "dev.tsv")), "dev")
+    assert (len(split.pairs), split.lines_read, split.lines_skipped) == (4, 4, 0)
+    demo = read_split(config(demo_dev_size=7), "dev")
+    assert (len(demo.pairs), demo.lines_read, demo.lines_skipped) == (7, 7, 0)
+
+
 def test_a_split_file_of_only_malformed_lines_is_a_user_error(tmp_path):
     path = tmp_path / "dev.tsv"
     path.write_bytes(b"no tab\nnone here\n")
     with pytest.raises(UserError, match=r"dev=.*dev.tsv: the file holds no sentence pairs, all 2"):
-        load_split(config(dev=str(path), skip_malformed=True), "dev")
+        read_split(config(dev=str(path), skip_malformed=True), "dev")
 
 
 def test_only_a_split_the_run_does_not_have_is_no_split(tmp_path):
     train = write_tsv(tmp_path / "train.tsv")
     with pytest.raises(NoSplit, match="config.data.dev=PATH"):
-        load_split(config(train=train), "dev")
+        read_split(config(train=train), "dev")
     for dev in (str(tmp_path / "dve.tsv"), str(tmp_path / "dev.csv")):  # configured, broken
         with pytest.raises(UserError) as raised:
-            load_split(config(train=train, dev=dev), "dev")
+            read_split(config(train=train, dev=dev), "dev")
         assert not isinstance(raised.value, NoSplit)
 
 

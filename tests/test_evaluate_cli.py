@@ -1,6 +1,7 @@
 """The evaluate.py program on a small workdir: reports, averaged checkpoints, files, plots."""
 
 import json
+import shutil
 
 import flax.linen as nn
 import jax
@@ -71,7 +72,7 @@ def test_evaluate_reports_bleu_of_the_latest_checkpoint(workdir, tmp_path):
     report = json.loads((tmp_path / "dev-step200-beam2-maxextra4.json").read_text())
     assert (report["step"], report["split"], report["checkpoint"]) == (200, "dev", "step 200")
     assert report["beam_size"] == 2
-    assert report["num_sentences"] == 6
+    assert (report["num_sentences"], report["lines_read"], report["lines_skipped"]) == (6, 6, 0)
     data_config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())).data
     references = [pair.target for pair in data.load_split(data_config, "dev")]
     hypotheses = (tmp_path / "dev-step200-beam2-maxextra4.hyp.txt").read_text().splitlines()
@@ -109,6 +110,29 @@ def test_a_length_penalty_of_its_own_gets_a_report_of_its_own(workdir, tmp_path)
     assert json.loads((tmp_path / "test-step200-beam2-maxextra4.json").read_text())["alpha"] == 0.6
     other = json.loads((tmp_path / "test-step200-beam2-alpha1.0-maxextra4.json").read_text())
     assert other["alpha"] == 1.0
+
+
+def test_skipped_malformed_test_lines_are_counted_in_the_report(saved_run, tmp_path, capsys):
+    workdir = tmp_path / "run"
+    shutil.copytree(saved_run[0], workdir)
+    lines = ["ta ovo\tthe egg", "no tab here", "sul\tthe road", "\tempty source",
+             "tu vako\tyou slept", '{"not": "tsv"}']  # fmt: skip
+    test_file = tmp_path / "test.tsv"
+    test_file.write_text("".join(line + "\n" for line in lines))
+    config = json.loads((workdir / "config.json").read_text())
+    config["data"].update(test=str(test_file), skip_malformed=True)
+    (workdir / "config.json").write_text(json.dumps(config))
+
+    evaluate(f"--workdir={workdir}", f"--outdir={tmp_path}", "--beam_size=1",
+             "--max_extra_length=4")  # fmt: skip
+
+    stem = "test-step200-greedy-maxextra4"
+    report = json.loads((tmp_path / f"{stem}.json").read_text())
+    assert (report["lines_read"], report["lines_skipped"], report["num_sentences"]) == (6, 3, 3)
+    assert len((tmp_path / f"{stem}.hyp.txt").read_text().splitlines()) == 3
+    said = "3 sentences (6 lines read, 3 malformed skipped)"
+    assert f"| sentences | {said} |" in (tmp_path / f"{stem}.md").read_text()
+    assert said in capsys.readouterr().out
 
 
 def test_input_file_is_translated_line_by_line(workdir, tmp_path):

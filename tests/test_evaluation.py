@@ -75,11 +75,13 @@ def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys
     assert written == report
     required = {
         "step", "split", "checkpoint", "bleu", "chrf", "signature", "num_sentences",
-        "beam_size", "alpha", "decode_seconds", "sentences_per_sec",
+        "lines_read", "lines_skipped", "beam_size", "alpha", "decode_seconds",
+        "sentences_per_sec",
     }  # fmt: skip
     assert required <= written.keys()
     assert (written["step"], written["split"], written["checkpoint"]) == (1200, "test", "latest")
     assert (written["num_sentences"], written["beam_size"], written["alpha"]) == (3, 2, 0.6)
+    assert (written["lines_read"], written["lines_skipped"]) == (3, 0)
     assert written["sentences_per_sec"] == pytest.approx(3 / written["decode_seconds"])
 
     hypotheses = (tmp_path / "test-step1200.hyp.txt").read_text().splitlines()
@@ -94,8 +96,24 @@ def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys
 
     markdown = (tmp_path / "test-step1200.md").read_text()
     assert f"{written['bleu']:.2f}" in markdown and "| 9 9 | 2 2 2 |" in markdown
+    assert "| sentences | 3 sentences |" in markdown  # nothing skipped, nothing said
     printed = capsys.readouterr().out
     assert "| # | source | reference | hypothesis |" in printed and "8 9 10 11 12" in printed
+    assert "lines read" not in printed
+
+
+def test_skipped_lines_are_counted_in_the_report_the_markdown_and_the_console(tmp_path, capsys):
+    pairs = [("5 6 7", "6 5 4"), ("9 9", "2 2 2")]
+    report = evaluate_translations(
+        CONFIG, params(), WordTokenizer(), pairs, str(tmp_path), 7, "dev", "step 7",
+        beam_size=1, max_extra_length=3, stem="dev-step7-greedy", lines_skipped=5,
+    )  # fmt: skip
+    assert (report["lines_read"], report["lines_skipped"], report["num_sentences"]) == (7, 5, 2)
+    assert json.loads((tmp_path / "dev-step7-greedy.json").read_text()) == report
+    said = "2 sentences (7 lines read, 5 malformed skipped)"
+    assert f"| sentences | {said} |" in (tmp_path / "dev-step7-greedy.md").read_text()
+    console = capsys.readouterr().out.splitlines()[0]
+    assert console.startswith("dev step 7: BLEU") and said in console
 
 
 def test_attention_picture_is_a_valid_png(tmp_path):

@@ -264,6 +264,31 @@ def test_a_mistyped_dev_path_stops_training_before_anything_is_written(tmp_path)
     assert "step" not in run.stdout
 
 
+def test_malformed_dev_lines_skipped_are_said_once_in_the_first_dev_record(tmp_path):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text(
+        "tu vako ta sul dormirit.\tYou slept on the road.\n"
+        "no tab on this line\n"
+        "nos vilu.\tWe will.\n"
+        "\tan empty source\n"
+    )
+    workdir = tmp_path / "run"
+    flags = tiny_flags(
+        4, train__eval_every=2, data__dev=str(dev), data__skip_malformed=True,
+        eval__beam_size=1, eval__max_extra_length=4,
+    )  # fmt: skip
+
+    run = train(workdir, *flags)
+
+    assert run.returncode == 0, run.stderr
+    with open(workdir / "metrics.jsonl", encoding="utf-8") as f:
+        dev_records = [r for r in map(json.loads, f) if r.get("split") == "dev"]
+    assert [r["step"] for r in dev_records] == [2, 4]
+    assert dev_records[0]["lines_skipped"] == 2 and "bleu" in dev_records[0]
+    assert "lines_skipped" not in dev_records[1]
+    assert run.stdout.count("lines_skipped 2") == 1
+
+
 def test_training_files_without_a_dev_file_train_without_dev_evaluation(tmp_path):
     from jaxtrans.data import demo_corpus
 

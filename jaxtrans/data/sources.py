@@ -6,6 +6,8 @@ dataset or of the demo corpus; a file-trained run without a dev/test file has no
 (``NoSplit``, the one error that means "none" rather than "broken").
 """
 
+import dataclasses
+
 from jaxtrans.data import demo_corpus, text_files
 from jaxtrans.data.records import PairSource, TranslationPair, swapped
 from jaxtrans.errors import UserError
@@ -18,6 +20,18 @@ class NoSplit(UserError):
 
     Every other error reading a split (a missing or unreadable file, a malformed line)
     is a plain UserError: the split is configured but broken."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitPairs:
+    """The pairs of a dev/test split and how many lines were read to get them."""
+
+    # The pairs, in file order.
+    pairs: list[TranslationPair]
+    # Lines (TFDS: examples) read; malformed lines skipped with ``skip_malformed`` count.
+    lines_read: int
+    # Malformed lines skipped (``skip_malformed``); lines_read - len(pairs).
+    lines_skipped: int
 
 
 def source_kind(data_config) -> str:
@@ -67,10 +81,11 @@ def training_pairs(data_config) -> PairSource:
     return _demo(data_config, "train")
 
 
-def load_split(data_config, split: str) -> list[TranslationPair]:
-    """All pairs of "dev" or "test", in file order (malformed lines skipped if configured).
-    Raises NoSplit when the run has no such split, and UserError when a configured file is
-    missing, unreadable, malformed (without ``skip_malformed``) or holds no pair at all."""
+def read_split(data_config, split: str) -> SplitPairs:
+    """All pairs of "dev" or "test", in file order, with the count of malformed lines
+    skipped (``skip_malformed``). Raises NoSplit when the run has no such split, and
+    UserError when a configured file is missing, unreadable, malformed (without
+    ``skip_malformed``) or holds no pair at all."""
     if split not in EVAL_SPLITS:
         raise UserError(f"unknown evaluation split {split!r}; use dev or test")
     path = data_config[split]
@@ -84,15 +99,22 @@ def load_split(data_config, split: str) -> list[TranslationPair]:
                 f"--config.data.{split}={path}: the file holds no sentence pairs{skipped}; "
                 "give a file of SOURCE<TAB>TARGET lines (.tsv) or JSON objects (.jsonl)"
             )
-        return pairs
+        return SplitPairs(pairs, lines_read=len(read), lines_skipped=len(read) - len(pairs))
     kind = source_kind(data_config)
     if kind == "tfds":
         from jaxtrans.data.tfds_source import TfdsPairs  # optional dependency
 
-        pairs = TfdsPairs(data_config, split)
-        return [pairs[i] for i in range(len(pairs))]
-    if kind == "files":
+        source = TfdsPairs(data_config, split)
+        pairs = [source[i] for i in range(len(source))]
+    elif kind == "files":
         raise NoSplit(
             f"no {split} data: training reads files, so give one with --config.data.{split}=PATH"
         )
-    return _demo(data_config, split)
+    else:
+        pairs = _demo(data_config, split)
+    return SplitPairs(pairs, lines_read=len(pairs), lines_skipped=0)
+
+
+def load_split(data_config, split: str) -> list[TranslationPair]:
+    """The pairs of ``read_split``, without the counts."""
+    return read_split(data_config, split).pairs

@@ -7,7 +7,8 @@ file is first decompressed, streamed, into an unnamed temporary file (deleted wh
 source is closed), because gzip cannot seek. Evaluation streams files top to bottom.
 
 Malformed lines (no tab, bad JSON, missing field, invalid UTF-8, empty side) raise a
-``UserError`` naming file and line, or read as None when ``skip_malformed`` is set.
+``UserError`` naming file and line, or read as None when ``skip_malformed`` is set; the
+readers count the Nones (training: ``pairs_malformed``; dev/test: ``lines_skipped``).
 """
 
 import dataclasses

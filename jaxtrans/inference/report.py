@@ -44,6 +44,14 @@ def examples_table(
     return "\n".join(lines)
 
 
+def _sentence_counts(report: dict) -> str:
+    """``N sentences``, and the lines read and skipped when malformed lines were skipped."""
+    text = f"{report['num_sentences']} sentences"
+    if report["lines_skipped"]:
+        text += f" ({report['lines_read']} lines read, {report['lines_skipped']} malformed skipped)"
+    return text
+
+
 def _markdown(report: dict, examples: str) -> str:
     return "\n".join(
         [
@@ -53,7 +61,7 @@ def _markdown(report: dict, examples: str) -> str:
             "| | |",
             "|---|---|",
             f"| checkpoint | {report['checkpoint']} |",
-            f"| sentences | {report['num_sentences']} |",
+            f"| sentences | {_sentence_counts(report)} |",
             f"| beam size, alpha | {report['beam_size']}, {report['alpha']} |",
             f"| decoding | {report['decode_seconds']:.1f} s, "
             f"{report['sentences_per_sec']:.1f} sentences/s |",
@@ -120,15 +128,19 @@ def evaluate_translations(
     target_lang: str | None = None,
     num_examples: int = 3,
     stem: str | None = None,
+    lines_skipped: int = 0,
     printer: Callable[[str], None] = print,
 ) -> dict:
     """Translate the sources of (source, reference) pairs, score, write the report files.
 
     The files are OUTDIR/{stem}.json, .hyp.txt and .md, stem "{split}-step{step}" unless
-    given. Returns the report written to the .json; its keys include step, split,
-    checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature), num_sentences,
-    beam_size, alpha, decode_seconds (wall time of translation, compilation included)
-    and sentences_per_sec.
+    given. ``lines_skipped``: malformed lines of the split's file that were skipped
+    (``skip_malformed``) and so are not among ``pairs``. Returns the report written to the
+    .json; its keys include step, split, checkpoint, bleu, chrf, signature (BLEU's
+    sacreBLEU signature), num_sentences (the pairs scored), lines_read (num_sentences +
+    lines_skipped), lines_skipped, beam_size, alpha, decode_seconds (wall time of
+    translation, compilation included) and sentences_per_sec. The .md and the console
+    say the lines read and skipped when any were skipped.
     """
     hypotheses, scores, seconds = translate_and_score(
         config,
@@ -152,6 +164,8 @@ def evaluate_translations(
         "chrf_signature": scores.chrf_signature,
         "bleu_details": scores.bleu_details,
         "num_sentences": len(pairs),
+        "lines_read": len(pairs) + int(lines_skipped),
+        "lines_skipped": int(lines_skipped),
         "beam_size": beam_size,
         "alpha": alpha,
         "batch_size": batch_size,
@@ -174,7 +188,7 @@ def evaluate_translations(
     which = "" if checkpoint == f"step {step}" else f" ({checkpoint})"
     printer(
         f"{split} step {step}{which}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
-        f"{len(pairs)} sentences in {seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
+        f"{_sentence_counts(report)} in {seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
     )
     printer(scores.bleu_signature)
     printer(examples_table(sources, references, hypotheses, num_examples, width=60))

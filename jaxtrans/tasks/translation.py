@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxtrans import data
-from jaxtrans.data.sources import NoSplit, load_split
+from jaxtrans.data.sources import NoSplit, SplitPairs, read_split
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.translate import translate
@@ -72,11 +72,11 @@ def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str
     return name
 
 
-def read_dev_split(data_config: ml_collections.ConfigDict) -> list | None:
+def read_dev_split(data_config: ml_collections.ConfigDict) -> SplitPairs | None:
     """The dev split, or None when the run has none (training files, no ``data.dev``).
     A dev split that is configured but cannot be read raises its UserError."""
     try:
-        return load_split(data_config, "dev")
+        return read_split(data_config, "dev")
     except NoSplit:
         return None
 
@@ -115,6 +115,8 @@ class TranslationTask(Task):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
         self._dev: Any = _NOT_READ
+        # Whether a dev record has said how many malformed dev lines were skipped.
+        self._told_skipped = False
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "TranslationTask":
@@ -189,15 +191,19 @@ class TranslationTask(Task):
             process_count=process_count,
         )
 
-    def dev_pairs(self) -> list | None:
-        """The dev pairs evaluated during training: the first ``eval.dev_sentences`` (0: all);
-        None when the run has no dev split. Read once."""
+    def dev_split(self) -> SplitPairs | None:
+        """The dev split (read once), or None when the run has none."""
         if self._dev is _NOT_READ:
             self._dev = read_dev_split(self.config.data)
-        if self._dev is None:
+        return self._dev
+
+    def dev_pairs(self) -> list | None:
+        """The dev pairs evaluated during training: the first ``eval.dev_sentences`` (0: all)."""
+        dev = self.dev_split()
+        if dev is None:
             return None
         limit = self.config.eval.dev_sentences
-        return self._dev[:limit] if limit else self._dev
+        return dev.pairs[:limit] if limit else dev.pairs
 
     def eval_batches(self) -> Iterable[Batch] | None:
         pairs = self.dev_pairs()
@@ -215,19 +221,27 @@ class TranslationTask(Task):
         )
 
     def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings)."""
+        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings);
+        the first evaluation also says how many malformed dev lines were skipped (if any)."""
         pairs = self.dev_pairs()
-        if not pairs or not self.config.eval.bleu_during_training:
+        if not pairs:
             return {}
-        _, scores, _ = translate_and_score(
-            self.model_config,
-            jax.device_get(params),
-            self.tokenizer,
-            pairs,
-            **decoding_settings(self.config),
-            target_lang=self.config.data.get("target_lang") or None,
-        )
-        return {"bleu": scores.bleu, "chrf": scores.chrf}
+        metrics: dict[str, Any] = {}
+        if self.config.eval.bleu_during_training:
+            _, scores, _ = translate_and_score(
+                self.model_config,
+                jax.device_get(params),
+                self.tokenizer,
+                pairs,
+                **decoding_settings(self.config),
+                target_lang=self.config.data.get("target_lang") or None,
+            )
+            metrics.update(bleu=scores.bleu, chrf=scores.chrf)
+        skipped = self.dev_split().lines_skipped
+        if skipped and not self._told_skipped:
+            metrics["lines_skipped"] = skipped
+            self._told_skipped = True
+        return metrics
 
     def step_flops(self) -> float:
         data_config = self.config.data
@@ -246,20 +260,21 @@ class TranslationTask(Task):
         ``decoding_name`` of the settings (e.g. ``greedy``, ``beam4``); returns the report."""
         self.check_split(split)
         restored = self.restore_params(checkpoint)
-        pairs = data.load_split(self.run_config.data, split)
+        split_pairs = read_split(self.run_config.data, split)
         settings = decoding_settings(self.run_config, **(options or {}))
         name = decoding_name(settings, decoding_settings(self.run_config))
         return evaluate_translations(
             self.model_config,
             restored.params,
             self.tokenizer,
-            pairs,
+            split_pairs.pairs,
             self.outdir(outdir),
             restored.step,
             split,
             restored.description,
             target_lang=self.run_config.data.get("target_lang") or None,
             stem=report_stem(split, restored, f"-{name}"),
+            lines_skipped=split_pairs.lines_skipped,
             **settings,
         )
 
