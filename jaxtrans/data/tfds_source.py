@@ -88,6 +88,7 @@ class TfdsPairs(Sequence):
                 f"TFDS dataset {data_config.tfds_name!r} has no {tfds_split!r} split "
                 f"(it has {', '.join(builder.info.splits)}); give a file with "
                 f"--config.data.{split}=PATH"
+                + (" or set --config.train.eval_every=0" if split == "dev" else "")
             )
         self.source_lang, self.target_lang = language_pair(data_config)
         features = set(builder.info.features.keys())
