@@ -169,7 +169,7 @@ def _train(
     # Skipped (non-finite) updates so far; checkpoints carry the count across restarts.
     skipped_total = 0 if latest is None else int(meta.get("skipped_steps", 0))
     writer = MetricsWriter(workdir, enabled=is_main, first_step=first_step)
-    progress = Progress(first_step, num_steps, task.headline, enabled=is_main)
+    progress = Progress(num_steps, task.headline, enabled=is_main)
     step_flops = task.step_flops()
     peak = flops.device_peak_flops(config.train.peak_flops_per_device)
 

@@ -8,6 +8,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -87,35 +88,58 @@ class MetricsWriter:
             self.tensorboard.close()
 
 
+def duration(seconds: float) -> str:
+    """``HH:MM:SS``, with the days in front from one day on (``38d 09:42:14``); ``?`` for
+    an unknown (NaN) duration."""
+    if not math.isfinite(seconds):
+        return "?"
+    days, left = divmod(round(seconds), 24 * 3600)
+    hours, left = divmod(left, 3600)
+    clock = f"{hours:02d}:{left // 60:02d}:{left % 60:02d}"
+    return f"{days}d {clock}" if days else clock
+
+
 class Progress:
-    """One console line per logged step: step, loss, lr, tokens/s and the time left."""
+    """One console line per logged step: step, loss, lr, tokens/s and the time left.
+
+    The time left is extrapolated from the steps since the first log of this process, so
+    that the compilation in the first window does not count as training time; until the
+    second log it is unknown (``?``). ``clock``: seconds, for tests.
+    """
 
     def __init__(
-        self, first_step: int, last_step: int, headline: tuple[str, ...], enabled: bool = True
+        self,
+        last_step: int,
+        headline: tuple[str, ...],
+        enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ):
-        self.first_step, self.last_step = first_step, last_step
+        self.last_step = last_step
         self.headline = headline
-        self.start = time.time()
         self.enabled = enabled
+        self.clock = clock
+        self.first_log: tuple[int, float] | None = None  # (step, time) of the first log
 
     def eta_seconds(self, step: int) -> float:
-        done = step - self.first_step
-        if done <= 0:
+        if self.first_log is None or step <= self.first_log[0]:
             return float("nan")
-        return (time.time() - self.start) / done * (self.last_step - step)
+        first_step, first_time = self.first_log
+        seconds_per_step = (self.clock() - first_time) / (step - first_step)
+        return seconds_per_step * (self.last_step - step)
 
     def line(self, step: int, metrics: dict[str, Any]) -> str:
-        eta = self.eta_seconds(step)
-        eta_text = "?" if math.isnan(eta) else time.strftime("%H:%M:%S", time.gmtime(eta))
         shown = "  ".join(f"{key} {metrics[key]:.4f}" for key in self.headline if key in metrics)
         return (
             f"step {step:>7}/{self.last_step}  loss {metrics['loss']:.4f}  {shown}  "
-            f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  eta {eta_text}"
+            f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  "
+            f"eta {duration(self.eta_seconds(step))}"
         )
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         if self.enabled:
             print(self.line(step, metrics), file=sys.stdout, flush=True)
+        if self.first_log is None:
+            self.first_log = (step, self.clock())
 
 
 def say(message: str, enabled: bool = True) -> None:
