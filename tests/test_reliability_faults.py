@@ -181,6 +181,63 @@ def test_sigterm_saves_the_current_step_exits_0_in_bounded_time_and_the_rerun_co
             assert without_timing(record) == reference[record["step"]]
 
 
+# Makes every training step slow on the device: the step also runs a chain of matrix
+# products (no host callback: on CPU those make JAX dispatch synchronously, which would
+# hide the queue). Prints what the chain costs, and "batch N" as the loop takes batch N.
+SLOW_STEPS = """
+import time
+import jax, jax.numpy as jnp
+from jaxtrans.training import loop
+
+def matrix_products(seed):
+    x = jnp.full((600, 600), seed * 1e-6, jnp.float32)
+    return jax.lax.fori_loop(0, 250, lambda i, y: jnp.tanh(y @ y + 1e-3), x).mean()
+
+products = jax.jit(matrix_products)
+products(1.0).block_until_ready()
+start = time.perf_counter()
+products(2.0).block_until_ready()
+print(f"a slow step takes {time.perf_counter() - start:.3f} s longer", flush=True)
+
+make_train_step = loop.make_train_step
+def slow_train_step(*args, **kwargs):
+    train_step = make_train_step(*args, **kwargs)
+    def step(state, batch, rng):
+        state, metrics = train_step(state, batch, rng)
+        metrics["slow"] = matrix_products(metrics["loss"])
+        return state, metrics
+    return step
+loop.make_train_step = slow_train_step
+
+global_batch, taken = loop.global_batch, [0]
+def counted_global_batch(*args):
+    taken[0] += 1
+    print(f"batch {taken[0]} taken", flush=True)
+    return global_batch(*args)
+loop.global_batch = counted_global_batch
+"""
+# What the tiny run needs from the end of its last step to its exit: a checkpoint written
+# synchronously, the interpreter's exit (a few seconds on a loaded machine).
+CHECKPOINT_AND_EXIT_S = 10
+
+
+def test_sigterm_with_a_long_log_interval_stops_within_two_slow_steps(tmp_path):
+    # Unbounded, the loop would dispatch steps as fast as it makes batches (dozens in the
+    # three slow steps waited here, up to log_every) and a stop would wait for all of them.
+    flags = tiny_flags(num_steps=100_000, train__log_every=10_000, train__checkpoint_every=100_000)
+    run = start_train(tmp_path / "run", flags, tmp_path, "slow", prelude=SLOW_STEPS)
+    run.wait_for_output("batch 3 taken")  # past the compilation, stepping
+    slow_step_s = float(re.search(r"a slow step takes ([\d.]+) s", run.stdout).group(1))
+    time.sleep(3 * slow_step_s)  # time enough to queue dozens of steps, were it allowed
+    sent = time.monotonic()
+    os.kill(run.pid, signal.SIGTERM)
+
+    assert run.wait(timeout=120) == 0, run.stderr
+    seconds = time.monotonic() - sent
+    assert seconds < 2 * slow_step_s + CHECKPOINT_AND_EXIT_S, (seconds, slow_step_s)
+    assert "SIGTERM: saved checkpoint" in run.stdout
+
+
 # ---------------------------------------------------------------------------- bad numbers
 
 INFINITE_LR = ["--config.optimizer.schedule=constant", "--config.optimizer.learning_rate=inf"]

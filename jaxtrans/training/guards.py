@@ -2,6 +2,7 @@
 
 WorkdirLock                 an exclusive lock on DIR/.lock for the whole run
 StopSignal                  SIGTERM / SIGINT set a flag the loop reads once per step
+wait_for_step_before_last   at most two steps in flight, so that a stop is prompt
 finishing_checkpoint_writes let a checkpoint being written finish when training fails
 check_finite                count skipped non-finite steps, or stop with the leaf's name
 """
@@ -10,6 +11,8 @@ import contextlib
 import fcntl
 import os
 import signal
+
+import jax
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import TrainingStopped, UserError
@@ -91,6 +94,19 @@ class StopSignal:
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def wait_for_step_before_last(pending: list[tuple[int, dict]]) -> None:
+    """Block until the step before the newest dispatched one has run.
+
+    JAX dispatches a step and returns at once, so a loop that only blocks when it logs
+    runs up to ``log_every`` steps ahead of the device, and a stop signal then waits for
+    all of them before the checkpoint. Waiting here keeps at most two steps in flight:
+    the device still always has the next step queued while the host makes a batch.
+    ``pending``: (step, metrics) of the steps dispatched since the last log, oldest first.
+    """
+    if len(pending) >= 2:
+        jax.block_until_ready(pending[-2][1])
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from jaxtrans.training.guards import (
     WorkdirLock,
     check_finite,
     finishing_checkpoint_writes,
+    wait_for_step_before_last,
 )
 from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
@@ -203,6 +204,7 @@ def _train(
             step += 1
             pending.append((step, metrics))
             window_steps += 1
+            wait_for_step_before_last(pending)  # so that a stop signal is answered promptly
             # Read the signal flag once: a signal arriving later in this iteration must not
             # skip the checkpoint that the stop below reports as saved.
             stopping = stop.received
