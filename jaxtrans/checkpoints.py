@@ -14,6 +14,7 @@ import re
 import sys
 import traceback
 import warnings
+from types import TracebackType
 from typing import Any
 
 import jax
@@ -29,67 +30,128 @@ def checkpoint_dir(workdir: str) -> str:
     return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
 
 
-# When one TensorStore read or write of a checkpoint fails, orbax raises that error (which
-# the caller reports in one line) and abandons the sibling reads or writes it had started.
-# Those finish later with errors of their own and Python prints each one whenever it
-# collects it ("Exception ignored in <coroutine ...>", "Task exception was never
-# retrieved", "coroutine ... was never awaited", callbacks into orbax's closed event
-# loop): dozens of tracebacks that say nothing more. While an operation of ours runs, and
-# for good once one has failed, drop exactly those reports.
-_quiet = False
+# ------------------------------------------------------------ what a failed operation leaves
+
+# When one TensorStore read or write of a checkpoint fails, orbax raises that error (the
+# callers report it in one line) and closes its event loop, abandoning the sibling reads
+# and writes it had started. They finish later, and Python reports each one as it goes:
+# TensorStore's callbacks into the closed loop ("Event loop is closed"), orbax coroutines
+# that raise as they are collected ("Exception ignored in: <coroutine ...>"), tasks that
+# nobody awaits any more ("Task exception was never retrieved", "Task was destroyed but it
+# is pending!") and coroutines that never started ("coroutine ... was never awaited"):
+# dozens of tracebacks that say nothing the one line does not. _AbandonedWork drops exactly
+# those, recognised by where they come from (orbax's code, or a TensorStore future), and
+# passes every other report on. It is installed while an operation of ours runs (an async
+# write runs until the next save, wait or close) and removed when the last one ends well;
+# after a failure it stays, because the abandoned work reports whenever it is collected,
+# often only at exit.
+_ORBAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(ocp.__file__))) + os.sep
 
 
-def _abandoned(unraisable) -> bool:
-    error, source = unraisable.exc_value, unraisable.object
-    closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
-    return closed_loop or (_quiet and hasattr(source, "cr_code"))  # a dropped coroutine
+def _is_tensorstore_future(value: Any) -> bool:
+    return type(value).__module__.startswith("tensorstore") and type(value).__name__ == "Future"
 
 
-class _AbandonedFutures(logging.Filter):
+def _from_orbax(tb: TracebackType | None) -> bool:
+    """Whether a traceback runs through orbax's code or waits for a TensorStore future
+    (asyncio's frames hold it: ``call_soon_threadsafe``'s arguments, ``_wrap_awaitable``'s
+    awaitable)."""
+    for frame, _ in traceback.walk_tb(tb):
+        if frame.f_code.co_filename.startswith(_ORBAX_DIR):
+            return True
+        for value in frame.f_locals.values():
+            if any(map(_is_tensorstore_future, value if type(value) is tuple else (value,))):
+                return True
+    return False
+
+
+class _AbandonedWork(logging.Filter):
+    """Drops the reports of what failed orbax operations abandoned (see above): a
+    ``sys.unraisablehook``, a filter of the asyncio logger, and the report of coroutines
+    never awaited (``warnings._warn_unawaited_coroutine``), each passing on what is not
+    orbax's."""
+
+    def __init__(self):
+        super().__init__()
+        self.running = 0  # our orbax operations running now
+        self.failed = False  # one failed: what it abandoned may report at any time
+        self.previous_hook = self.previous_unawaited = None
+
+    def begin(self) -> None:
+        if self.running == 0 and not self.failed:
+            self.previous_hook = sys.unraisablehook
+            sys.unraisablehook = self.unraisable
+            logging.getLogger("asyncio").addFilter(self)
+            self.previous_unawaited = getattr(warnings, "_warn_unawaited_coroutine", None)
+            if self.previous_unawaited is not None:
+                warnings._warn_unawaited_coroutine = self.unawaited
+        self.running += 1
+
+    def end(self, failed: bool) -> None:
+        self.running -= 1
+        self.failed = self.failed or failed
+        if self.running == 0 and not self.failed:
+            if sys.unraisablehook == self.unraisable:  # else someone replaced it since
+                sys.unraisablehook = self.previous_hook
+            logging.getLogger("asyncio").removeFilter(self)
+            if self.previous_unawaited is not None:
+                warnings._warn_unawaited_coroutine = self.previous_unawaited
+
+    # Each report is dropped only if it is known to be orbax's; a check that fails (late in
+    # the interpreter's exit, say) lets it through.
+
+    def unraisable(self, report) -> None:
+        try:
+            code = getattr(report.object, "cr_code", None)  # a coroutine being collected
+            orbax = (code and code.co_filename.startswith(_ORBAX_DIR)) or _from_orbax(
+                report.exc_traceback
+            )
+        except Exception:
+            orbax = False
+        if not orbax:
+            self.previous_hook(report)
+
     def filter(self, record: logging.LogRecord) -> bool:
-        # asyncio: "Future exception ...", "Task exception ...", "_GatheringFuture ..."
-        never_retrieved = "exception was never retrieved" in str(record.msg)
-        exc = record.exc_info[1] if record.exc_info else None
-        orbax = exc is not None and any(
-            "orbax" in frame.filename for frame in traceback.extract_tb(exc.__traceback__)
-        )
-        return not (never_retrieved and (orbax or _quiet))
+        try:
+            error = record.exc_info[1] if record.exc_info else None
+            # "Task was destroyed but it is pending!" names the coroutine and its file.
+            return not (
+                (error and _from_orbax(error.__traceback__)) or _ORBAX_DIR in record.getMessage()
+            )
+        except Exception:
+            return True
+
+    def unawaited(self, coroutine) -> None:
+        try:
+            orbax = coroutine.cr_code.co_filename.startswith(_ORBAX_DIR)
+        except Exception:
+            orbax = False
+        if not orbax:
+            self.previous_unawaited(coroutine)
 
 
-def _quiet_abandoned_operations() -> None:
-    previous = sys.unraisablehook
-    if getattr(previous, "jaxtrans_quiet", False):
-        return
-
-    def hook(unraisable) -> None:
-        if not _abandoned(unraisable):
-            previous(unraisable)
-
-    hook.jaxtrans_quiet = True
-    sys.unraisablehook = hook
-    logging.getLogger("asyncio").addFilter(_AbandonedFutures())
+_abandoned_work = _AbandonedWork()
 
 
 @contextlib.contextmanager
 def _operation():
-    """A checkpoint read or write; if it fails, what it abandoned is not reported."""
-    global _quiet
-    _quiet = True
+    """An orbax read or write; what it abandons if it fails is not reported."""
+    _abandoned_work.begin()
     try:
         yield
     except BaseException:
-        # Stay quiet: what the operation abandoned reports later, at any time, also as
-        # warnings about its coroutines (never awaited once their loop is gone).
-        warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
+        _abandoned_work.end(failed=True)
         raise
-    _quiet = False
+    _abandoned_work.end(failed=False)
+
+
+# ----------------------------------------------------------------------------- checkpointer
 
 
 class Checkpointer:
     """Save and restore training checkpoints of one workdir (async, keeps the last K)."""
 
     def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
-        _quiet_abandoned_operations()
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None if read_only else keep,
             save_interval_steps=0 if read_only else 1,
@@ -109,6 +171,8 @@ class Checkpointer:
             self.manager = ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
         finally:
             absl_logger.setLevel(level)
+        self.async_save = async_save
+        self.writing = False  # an async write may still run in orbax's background thread
 
     def all_steps(self) -> list[int]:
         return sorted(self.manager.all_steps())
@@ -124,7 +188,19 @@ class Checkpointer:
             meta=ocp.args.JsonSave(meta),
         )
         with _operation():
-            return self.manager.save(step, args=args, force=True)
+            self._write_finishes()  # orbax waits for the previous write first
+            saved = self.manager.save(step, args=args, force=True)
+        if self.async_save:
+            _abandoned_work.begin()  # until wait(), close() or the next save()
+            self.writing = True
+        return saved
+
+    def _write_finishes(self) -> None:
+        """Called inside an operation that waits for the async write: its end (or its
+        failure, which that operation raises) belongs to that operation."""
+        if self.writing:
+            self.writing = False
+            _abandoned_work.end(failed=False)
 
     def restore_meta(self, step: int) -> dict[str, Any]:
         with _operation():
@@ -154,10 +230,13 @@ class Checkpointer:
 
     def wait(self) -> None:
         with _operation():  # an async write's failure surfaces here
+            self._write_finishes()
             self.manager.wait_until_finished()
 
     def close(self) -> None:
-        self.manager.close()
+        with _operation():
+            self._write_finishes()
+            self.manager.close()
 
 
 def parse_checkpoint_spec(spec: str) -> tuple[str, int]:
@@ -202,8 +281,8 @@ def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple
                 f"{len(steps)}; use a smaller K"
             )
         chosen = steps[-value:]
+    total = None
     try:
-        total = None
         for step in chosen:
             params = checkpointer.restore_params(step, abstract_params)
             params = jax.tree.map(lambda x: np.asarray(x, np.float64), params)

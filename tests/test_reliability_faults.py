@@ -1,9 +1,11 @@
-"""train.py under faults: killed, preempted, bad numbers, a failing disk, two at once.
+"""train.py under faults: killed, preempted, bad numbers, a failing disk, two at once; and
+evaluate.py on a damaged checkpoint.
 
 Every test runs the real program (tests/program_server.py) on the tiny demo run of
 tests/reliability_runs.py and compares with an uninterrupted reference run where it can.
 """
 
+import glob
 import os
 import random
 import re
@@ -18,6 +20,7 @@ from reliability_runs import (
     checkpoint_steps,
     copy_of_reference,
     reference_workdir,
+    run_program,
     server,
     snapshot,
     tiny_flags,
@@ -316,3 +319,55 @@ def test_a_failing_checkpoint_write_is_a_one_line_error_and_older_checkpoints_st
     assert rerun.returncode == 0, rerun.stderr
     assert f"resuming from checkpoint {STEPS}" in rerun.stdout
     assert checkpoint_steps(workdir) == [2, 4, 6, 8, 10]
+
+
+# ------------------------------------------------------------------- a damaged checkpoint
+
+
+def damage_checkpoint_8(workdir: str) -> None:
+    for path in glob.glob(f"{workdir}/checkpoints/8/params/ocdbt.process_0/d/*"):
+        os.truncate(path, 10)
+
+
+# At exit, after the program's one-line error: an unrelated failing finalizer, an unrelated
+# asyncio task whose exception nobody retrieved, an unrelated coroutine never awaited.
+UNRELATED_REPORTS_AT_EXIT = """
+import asyncio, atexit, gc
+
+class RaisesWhenCollected:
+    def __del__(self):
+        raise RuntimeError("unrelated finalizer failed")
+
+async def unrelated_coroutine():
+    pass
+
+async def unrelated_task():
+    raise ValueError("unrelated task failed")
+
+def report_unrelated_problems():
+    RaisesWhenCollected()
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(unrelated_task())
+    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.close()
+    del task
+    unrelated_coroutine()
+    gc.collect()
+
+atexit.register(report_unrelated_problems)
+"""
+
+
+def test_after_a_damaged_checkpoint_error_unrelated_problems_are_still_reported(tmp_path):
+    workdir = copy_of_reference(tmp_path / "run")
+    damage_checkpoint_8(workdir)
+
+    run = run_program("evaluate.py", ["--workdir", workdir], prelude=UNRELATED_REPORTS_AT_EXIT)
+
+    assert run.returncode == 2, run.stderr
+    assert "checkpoint 8 cannot be restored" in one_error_line(run.stderr)
+    assert "RuntimeError: unrelated finalizer failed" in run.stderr
+    assert "Task exception was never retrieved" in run.stderr
+    assert "ValueError: unrelated task failed" in run.stderr
+    assert "coroutine 'unrelated_coroutine' was never awaited" in run.stderr
+    assert "/orbax/" not in run.stderr  # what orbax abandoned stays quiet
