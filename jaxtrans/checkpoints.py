@@ -4,10 +4,13 @@ Each checkpoint holds three items, so that evaluation can restore the parameters
 ``params``; ``training`` (the optimizer state and the base dropout key data); and ``meta``
 (JSON: step, the data iterator state, and the model shape it was trained with).
 Orbax writes into a temporary directory and renames it when complete, so a crash
-mid-write never leaves a checkpoint that looks complete.
+mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
+holds another model restores as ``CheckpointUnreadable``; any other error while restoring
+is a bug and is raised as it is.
 """
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -145,6 +148,65 @@ def _operation():
     _abandoned_work.end(failed=False)
 
 
+# ------------------------------------------------------------------------ restore errors
+
+# What orbax and TensorStore raise when a checkpoint's files are missing, cut short or
+# garbled, or when it holds another model's parameters (tests/test_checkpoints.py damages
+# checkpoints to find them). Any other error while restoring is a bug, ours or orbax's.
+_TENSORSTORE_DAMAGE = re.compile(r"(NOT_FOUND|OUT_OF_RANGE|DATA_LOSS|FAILED_PRECONDITION): ")
+_ANOTHER_MODEL = (
+    "is not compatible with the stored shape",  # a parameter of another shape
+    "Structure mismatch",  # parameters the checkpoint lacks
+    "tree structures do not match",  # parameters we lack
+)
+_MISSING_ITEM = "was not found in the checkpoint"  # KeyError: e.g. the params/ directory
+_ORBAX_METADATA = os.path.join(_ORBAX_DIR, "checkpoint", "_src", "metadata", "")  # its JSON
+
+
+def _damaged_or_foreign(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, says that the checkpoint is
+    damaged or another model's."""
+    while error is not None:
+        message = str(error)
+        if isinstance(error, OSError | json.JSONDecodeError | UnicodeDecodeError):
+            return True  # a file missing or unreadable; JSON metadata cut short or garbled
+        if isinstance(error, ValueError) and (
+            _TENSORSTORE_DAMAGE.match(message) or any(m in message for m in _ANOTHER_MODEL)
+        ):
+            return True
+        if isinstance(error, KeyError) and _MISSING_ITEM in message:
+            return True
+        if any(
+            f.filename.startswith(_ORBAX_METADATA)
+            for f in traceback.extract_tb(error.__traceback__)
+        ):
+            return True  # orbax's reader of metadata files found one of the wrong form
+        error = error.__cause__
+    return False
+
+
+class CheckpointUnreadable(Exception):
+    """Checkpoint ``step`` cannot be restored: its files are missing, cut short or garbled,
+    or it holds another model's parameters. ``__cause__``: orbax's or TensorStore's error."""
+
+    def __init__(self, step: int, error: Exception):
+        super().__init__(f"checkpoint {step}: {describe(error)}")
+        self.step = step
+
+
+@contextlib.contextmanager
+def _restoring(step: int):
+    """An orbax read of checkpoint ``step``; damage becomes CheckpointUnreadable, any other
+    error is raised as it is."""
+    with _operation():
+        try:
+            yield
+        except Exception as error:
+            if _damaged_or_foreign(error):
+                raise CheckpointUnreadable(step, error) from error
+            raise
+
+
 # ----------------------------------------------------------------------------- checkpointer
 
 
@@ -203,7 +265,7 @@ class Checkpointer:
             _abandoned_work.end(failed=False)
 
     def restore_meta(self, step: int) -> dict[str, Any]:
-        with _operation():
+        with _restoring(step):
             restored = self.manager.restore(
                 step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
             )
@@ -218,14 +280,14 @@ class Checkpointer:
             ),
             meta=ocp.args.JsonRestore(),
         )
-        with _operation():
+        with _restoring(step):
             restored = self.manager.restore(step, args=args)
         training = restored["training"]
         return restored["params"], training["opt_state"], training["rng"], restored["meta"]
 
     def restore_params(self, step: int, abstract_params):
         args = ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
-        with _operation():
+        with _restoring(step):
             return self.manager.restore(step, args=args)["params"]
 
     def wait(self) -> None:
@@ -287,11 +349,11 @@ def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple
             params = checkpointer.restore_params(step, abstract_params)
             params = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
             total = params if total is None else jax.tree.map(np.add, total, params)
-    except Exception as error:  # orbax and TensorStore report damage with many types
-        others = [s for s in steps if s != step]
+    except CheckpointUnreadable as error:
+        others = [s for s in steps if s != error.step]
         raise UserError(
-            f"{workdir}: checkpoint {step} cannot be restored, it is damaged or from another "
-            f"model ({describe(error)}); "
+            f"{workdir}: checkpoint {error.step} cannot be restored, it is damaged or from "
+            f"another model ({describe(error)}); "
             + (
                 f"choose another with --checkpoint (steps: {', '.join(map(str, others))})"
                 if others

@@ -1,5 +1,5 @@
-"""Checkpoints of a workdir: the reports that a failed orbax operation leaves behind
-(dropped) next to everyone else's (kept).
+"""Checkpoints of a workdir: what a damaged checkpoint raises, and the reports that a
+failed orbax operation leaves behind (dropped) next to everyone else's (kept).
 
 The checkpoints here hold a small tree of random parameters, written by the Checkpointer
 the training loop uses; the programs' side of the same behaviours is in
@@ -24,7 +24,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from jaxtrans import checkpoints
-from jaxtrans.checkpoints import Checkpointer, restore_params
+from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, restore_params
 from jaxtrans.errors import UserError
 
 STEPS = (1, 2, 3)
@@ -76,6 +76,105 @@ def truncate(pattern: str, size: int = 10):
             os.truncate(path, size)
 
     return damage
+
+
+def remove(pattern: str):
+    def damage(workdir: str) -> None:
+        for path in glob.glob(f"{workdir}/checkpoints/3/{pattern}"):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+    return damage
+
+
+def overwrite(pattern: str, content: bytes):
+    def damage(workdir: str) -> None:
+        for path in glob.glob(f"{workdir}/checkpoints/3/{pattern}"):
+            with open(path, "wb") as f:
+                f.write(content)
+
+    return damage
+
+
+# ------------------------------------------------------------------ damaged or another model
+
+
+def reshaped(params: dict) -> dict:
+    return {**params, "decoder": {"kernel": jax.ShapeDtypeStruct((64, 16), jnp.float32)}}
+
+
+def with_extra(params: dict) -> dict:
+    return {**params, "pooler": {"kernel": jax.ShapeDtypeStruct((8, 8), jnp.float32)}}
+
+
+def without_decoder(params: dict) -> dict:
+    return {"encoder": params["encoder"]}
+
+
+# JSON, but not what orbax writes: a list of keys replaced by a number.
+WRONG_FORM = b'{"tree_metadata": {"(\'encoder\', \'bias\')": {"key_metadata": 7}}}'
+# What each kind of damage looks like to orbax and TensorStore (the error it raises).
+DAMAGE = {
+    "data_cut_short": (truncate("params/ocdbt.process_0/d/*"), "OUT_OF_RANGE"),
+    "data_files_empty": (truncate("params/ocdbt.process_0/d/*", 0), "OUT_OF_RANGE"),
+    "data_files_missing": (remove("params/ocdbt.process_0/d/*"), "FAILED_PRECONDITION"),
+    "index_cut_short": (truncate("params/d/*"), "OUT_OF_RANGE"),
+    "manifest_missing": (remove("params/manifest.ocdbt"), "NOT_FOUND"),
+    "manifest_garbled": (overwrite("params/manifest.ocdbt", b"garbage"), "DATA_LOSS"),
+    "metadata_missing": (remove("params/_METADATA"), "FileNotFoundError"),
+    "metadata_cut_short": (truncate("params/_METADATA", 40), "JSONDecodeError"),
+    "metadata_not_utf8": (overwrite("params/_METADATA", bytes(range(256))), "UnicodeDecodeError"),
+    "metadata_without_its_fields": (overwrite("params/_METADATA", b"{}"), "KeyError"),
+    "metadata_of_the_wrong_form": (overwrite("params/_METADATA", WRONG_FORM), "TypeError"),
+    "params_directory_missing": (remove("params"), "was not found in the checkpoint"),
+}
+ANOTHER_MODEL = {
+    "another_shape": (reshaped, "is not compatible with the stored shape"),
+    "a_parameter_the_checkpoint_lacks": (with_extra, "Structure mismatch"),
+    "fewer_parameters_than_the_checkpoint": (without_decoder, "structures do not match"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE, ids=str)
+def test_a_damaged_checkpoint_is_unreadable_and_a_one_line_user_error(workdir, case):
+    damage, reason = DAMAGE[case]
+    damage(workdir)
+    checkpointer = Checkpointer(workdir, read_only=True)
+    with pytest.raises(CheckpointUnreadable, match=reason) as raised:
+        checkpointer.restore_params(3, ABSTRACT)
+    checkpointer.close()
+    assert raised.value.step == 3
+
+    with pytest.raises(UserError) as error:
+        restore_params(workdir, ABSTRACT, "latest")
+    assert "checkpoint 3 cannot be restored, it is damaged or from another model" in str(
+        error.value
+    )
+    assert "choose another with --checkpoint (steps: 1, 2)" in str(error.value)
+
+
+@pytest.mark.parametrize("case", ANOTHER_MODEL, ids=str)
+def test_a_checkpoint_of_another_model_is_unreadable(trained, case):
+    abstract, reason = ANOTHER_MODEL[case]
+    with pytest.raises(UserError, match=f"checkpoint 3 cannot be restored.*{reason}"):
+        restore_params(trained, abstract(ABSTRACT), "latest")
+
+
+def test_a_bug_while_restoring_is_raised_as_it_is_not_blamed_on_the_checkpoint(
+    trained, monkeypatch
+):
+    def broken_restore(self, step, args=None):
+        raise TypeError("restore() got an unexpected keyword argument 'sharding'")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "restore", broken_restore)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        restore_params(trained, ABSTRACT, "latest")
+
+
+def test_an_abstract_tree_orbax_cannot_use_is_a_bug_not_a_damaged_checkpoint(trained):
+    not_arrays = {**ABSTRACT, "decoder": {"kernel": "(64, 32) float32"}}
+    with pytest.raises(ValueError, match="Unsupported type") as raised:
+        restore_params(trained, not_arrays, "latest")
+    assert not isinstance(raised.value, UserError)
 
 
 # ----------------------------------------------------- reports of what a failure abandons

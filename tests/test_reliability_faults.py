@@ -1,5 +1,5 @@
 """train.py under faults: killed, preempted, bad numbers, a failing disk, two at once; and
-evaluate.py on a damaged checkpoint.
+both programs on a damaged checkpoint or a bug while restoring.
 
 Every test runs the real program (tests/program_server.py) on the tiny demo run of
 tests/reliability_runs.py and compares with an uninterrupted reference run where it can.
@@ -321,7 +321,7 @@ def test_a_failing_checkpoint_write_is_a_one_line_error_and_older_checkpoints_st
     assert checkpoint_steps(workdir) == [2, 4, 6, 8, 10]
 
 
-# ------------------------------------------------------------------- a damaged checkpoint
+# ------------------------------------------------------- a damaged checkpoint, or a bug
 
 
 def damage_checkpoint_8(workdir: str) -> None:
@@ -371,3 +371,25 @@ def test_after_a_damaged_checkpoint_error_unrelated_problems_are_still_reported(
     assert "ValueError: unrelated task failed" in run.stderr
     assert "coroutine 'unrelated_coroutine' was never awaited" in run.stderr
     assert "/orbax/" not in run.stderr  # what orbax abandoned stays quiet
+
+
+# A bug in restoring (here: orbax called with an argument it does not take).
+BUG_IN_RESTORE = """
+import orbax.checkpoint as ocp
+def restore(self, step, args=None):
+    raise TypeError("restore() got an unexpected keyword argument 'sharding'")
+ocp.CheckpointManager.restore = restore
+"""
+
+
+@pytest.mark.parametrize("program", ["train.py", "evaluate.py"])
+def test_a_bug_while_restoring_keeps_its_traceback_and_exits_1(tmp_path, program):
+    workdir = copy_of_reference(tmp_path / "run")
+    flags = tiny_flags(num_steps=STEPS + 2) if program == "train.py" else []
+
+    run = run_program(program, [*flags, "--workdir", workdir], prelude=BUG_IN_RESTORE)
+
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" in run.stderr
+    assert "TypeError: restore() got an unexpected keyword argument" in run.stderr
+    assert "damaged" not in run.stderr and not run.stderr.startswith("error:")

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans.checkpoints import Checkpointer, checkpoint_dir
+from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
 from jaxtrans.errors import UserError, describe
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.guards import (
@@ -301,7 +301,7 @@ def restore_state(
             with_shardings(abstract.opt_state, shardings.opt_state),
             with_shardings(abstract.rng, shardings.rng),
         )
-    except Exception as error:  # orbax and TensorStore report damage with many types
+    except CheckpointUnreadable as error:
         older = [s for s in checkpointer.all_steps() if s < step]
         fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
         raise UserError(
