@@ -24,3 +24,17 @@ def describe(error: BaseException, limit: int = 160) -> str:
     if len(first) > limit:  # keep both ends: the reason is often last ("File too large")
         first = f"{first[: limit // 2]} ... {first[-limit // 2 :]}"
     return f"{type(error).__name__}: {first}"
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a parsed JSON value's type ("an array", "null", ...), for errors
+    about a file holding the wrong kind of value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"

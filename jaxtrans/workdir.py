@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import ml_collections
 
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, describe, json_type
 
 CONFIG_FILE = "config.json"
 
@@ -26,18 +26,38 @@ def config_path(workdir: str) -> str:
     return os.path.join(workdir, CONFIG_FILE)
 
 
+# Sections of a run config: config.json must hold each it has as an object, and a model.
+SECTIONS = ("model", "data", "train", "optimizer", "eval", "mesh")
+
+
 def load_run_config(workdir: str) -> ml_collections.ConfigDict:
-    """The config a workdir was trained with."""
+    """The config a workdir was trained with: a JSON object with a model and its SECTIONS
+    as objects (UserError naming the file otherwise; the fields are the task's to check)."""
     path = config_path(workdir)
     if not os.path.exists(path):
         raise UserError(f"{workdir}: no {CONFIG_FILE}; is this a jaxtrans workdir? check --workdir")
+    restore = "restore it or use a new workdir"
     try:
         with open(path, encoding="utf-8") as f:
-            return ml_collections.ConfigDict(json.load(f))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(
-            f"{path} is not valid JSON ({error}); restore it or use a new workdir"
-        ) from error
+            saved = json.load(f)
+    except (ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
+        raise UserError(f"{path} is not valid JSON ({describe(error)}); {restore}") from error
+    except OSError as error:
+        raise UserError(f"{path} cannot be read ({error.strerror}); {restore}") from error
+    if not isinstance(saved, dict):
+        raise UserError(f"{path} holds {json_type(saved)}, not an object; {restore}")
+    if "model" not in saved:
+        raise UserError(f"{path} has no 'model' section; {restore}")
+    for section in SECTIONS:
+        if section in saved and not isinstance(saved[section], dict):
+            found = json_type(saved[section])
+            raise UserError(f"{path}: {section!r} is {found}, not an object; {restore}")
+    if not isinstance(saved.get("task", ""), str):
+        raise UserError(f"{path}: task={saved['task']!r} is not a task name; {restore}")
+    try:
+        return ml_collections.ConfigDict(saved)
+    except (ValueError, TypeError) as error:  # e.g. a key with a dot
+        raise UserError(f"{path}: {describe(error)}; {restore}") from error
 
 
 def save_run_config(workdir: str, config: ml_collections.ConfigDict) -> None:
@@ -67,8 +87,11 @@ def new_directory(workdir: str, name: str, complete: Callable[[str], bool]) -> I
         yield scratch
         try:
             os.rename(scratch, target)
-        except OSError:
-            if not complete(target):  # another process finished first: keep its copy
-                raise
+        except OSError as error:
+            if not complete(target):  # else another process finished first: keep its copy
+                raise UserError(
+                    f"cannot write {target} ({error.strerror}); move what is there aside, "
+                    "or use a new workdir"
+                ) from error
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

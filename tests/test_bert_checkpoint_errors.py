@@ -159,7 +159,7 @@ def test_weights_of_another_shape_than_config_json_are_a_user_error(tmp_path):
 BAD_CONFIGS = [
     ("not_json", b'{"model_type": "bert", ', "is not valid JSON"),
     ("latin1", '{"model_type": "bert", "name": "caf\xe9"}'.encode("latin-1"), "not valid JSON"),
-    ("a_list", b'["bert"]', "a JSON list, not an object"),
+    ("an_array", b'["bert"]', "an array, not an object"),
     ("no_hidden_size", {**CONFIG, "hidden_size": None}, "no hidden_size"),
     ("string_size", {**CONFIG, "hidden_size": "8"}, "hidden_size='8'"),
     ("zero_heads", {**CONFIG, "num_attention_heads": 0}, "num_attention_heads=0"),
@@ -216,7 +216,7 @@ def test_a_damaged_model_section_of_a_bert_workdir_to_start_from_is_a_user_error
 BAD_TOKENIZER_CONFIGS = [
     ("not_json", b'{"do_lower_case": tru', "is not valid JSON"),
     ("utf16", '{"do_lower_case": false}'.encode("utf-16"), "is not valid JSON"),
-    ("an_array", b"[true]", "a JSON list, not an object"),
+    ("an_array", b"[true]", "holds an array, not an object"),
     ("string_option", b'{"do_lower_case": "yes"}', "do_lower_case='yes'"),
     ("number_option", b'{"strip_accents": 1}', "strip_accents=1"),
     ("null_option", b'{"tokenize_chinese_chars": null}', "tokenize_chinese_chars=None"),

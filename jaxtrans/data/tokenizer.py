@@ -19,7 +19,7 @@ import sentencepiece as spm
 from jaxtrans.data import vocab
 from jaxtrans.data.records import PairSource
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
-from jaxtrans.data.sources import training_pairs
+from jaxtrans.data.sources import source_kind, training_pairs
 from jaxtrans.errors import UserError, describe
 from jaxtrans.workdir import new_directory
 
@@ -122,7 +122,7 @@ def load_tokenizer(workdir: str) -> Tokenizer:
             model = load(SHARED_MODEL)
             return Tokenizer(model, model)
         return Tokenizer(load(SOURCE_MODEL), load(TARGET_MODEL))
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError) as error:
         raise UserError(
             f"the tokenizer in {directory} cannot be read ({describe(error)}); restore it from "
             "a copy of the workdir (checkpoints need the tokenizer they were trained with)"
@@ -141,24 +141,47 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
     return load_tokenizer(workdir)
 
 
-def _sentences(pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...]) -> Iterator[str]:
+def _sentences(
+    pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...], used: list[int]
+) -> Iterator[str]:
+    """The sides of the sampled pairs; ``used[0]`` counts the pairs that are not None."""
     for i in indices:
         pair = pairs[int(i)]
         if pair is not None:
+            used[0] += 1
             for side in sides:
                 yield pair[side]
 
 
-def _train_model(sentences: Iterator[str], path: str, data_config) -> int:
-    """Trains one SentencePiece model into ``path``; returns its vocabulary size."""
-    return train_sentencepiece(
-        sentences,
-        path,
-        vocab_size=data_config.vocab_size,
-        model_type=data_config.spm_model_type,
-        character_coverage=data_config.character_coverage,
-        normalization=data_config.spm_normalization,
-    )
+def _train_model(
+    pairs: PairSource, indices: np.ndarray, sides: tuple[int, ...], path: str, data_config
+) -> int:
+    """Trains one SentencePiece model on ``sides`` of the sampled pairs into ``path``;
+    returns its vocabulary size."""
+    used = [0]
+    try:
+        return train_sentencepiece(
+            _sentences(pairs, indices, sides, used),
+            path,
+            vocab_size=data_config.vocab_size,
+            model_type=data_config.spm_model_type,
+            character_coverage=data_config.character_coverage,
+            normalization=data_config.spm_normalization,
+        )
+    except UserError:
+        if used[0] or not len(indices):
+            raise
+        # Every sampled line was malformed and skipped: say so, not SentencePiece's
+        # "!sentences_.empty()".
+        where = (
+            f"--config.data.train={data_config.train}"
+            if source_kind(data_config) == "files"
+            else "the training data"
+        )
+        raise UserError(
+            f"{where}: all {len(indices)} lines read to train the tokenizer are malformed "
+            "(skipped with --config.data.skip_malformed=True); fix the data files"
+        ) from None
 
 
 def train_tokenizer(data_config, workdir: str) -> None:
@@ -176,13 +199,13 @@ def train_tokenizer(data_config, workdir: str) -> None:
         if data_config.shared_vocab:
             indices = sample_indices(len(pairs), max(1, data_config.spm_max_sentences // 2))
             path = os.path.join(scratch, SHARED_MODEL)
-            size = _train_model(_sentences(pairs, indices, (0, 1)), path, data_config)
+            size = _train_model(pairs, indices, (0, 1), path, data_config)
             metadata.update(source_vocab_size=size, target_vocab_size=size)
         else:
             indices = sample_indices(len(pairs), data_config.spm_max_sentences)
             for side, name in ((0, SOURCE_MODEL), (1, TARGET_MODEL)):
                 path = os.path.join(scratch, name)
-                size = _train_model(_sentences(pairs, indices, (side,)), path, data_config)
+                size = _train_model(pairs, indices, (side,), path, data_config)
                 metadata[f"{('source', 'target')[side]}_vocab_size"] = size
         metadata["sampled_pairs"] = len(indices)
         with open(os.path.join(scratch, METADATA_FILE), "w") as f:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from jaxtrans.errors import UserError
+from jaxtrans.errors import UserError, json_type
 
 CLS_PIECE, SEP_PIECE, MASK_PIECE, PAD_PIECE, UNK_PIECE = (
     "[CLS]",
@@ -39,13 +39,13 @@ def read_tokenizer_config(config_file: Path) -> dict:
         return {}
     try:
         options = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
         raise UserError(
             f"{config_file} is not valid JSON ({type(error).__name__}: {error}); restore it "
             "from the checkpoint it came with"
         ) from None
     if not isinstance(options, dict):
-        raise UserError(f"{config_file} holds a JSON {type(options).__name__}, not an object")
+        raise UserError(f"{config_file} holds {json_type(options)}, not an object")
     for name, allowed in _OPTIONS.items():
         if name in options and not any(options[name] is value for value in allowed):
             raise UserError(

@@ -25,7 +25,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from jaxtrans.errors import UserError, describe
+from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert import BertConfig
 
 _ACTIVATIONS = {
@@ -87,7 +87,7 @@ def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
     """Hugging Face ``config.json`` contents -> BertConfig (float32). Every field read is
     checked: a wrong type or value is a UserError naming the field (callers add the file)."""
     if not isinstance(hf, dict):
-        raise UserError(f"a JSON {type(hf).__name__}, not an object")
+        raise UserError(f"{json_type(hf)}, not an object")
     if hf.get("model_type") != "bert":
         raise UserError(
             f"model_type={hf.get('model_type')!r}; only 'bert' checkpoints can be loaded"
@@ -145,7 +145,7 @@ def read_huggingface_config(config_file: Path) -> BertConfig:
         raise UserError(f"{config_file} not found; pass a Hugging Face checkpoint directory")
     try:
         contents = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
         raise UserError(f"{config_file} is not valid JSON ({describe(error)})") from None
     try:
         return bert_config_from_huggingface(contents)
@@ -171,7 +171,7 @@ def shard_files(directory: Path, index: Path) -> list[Path]:
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         names = sorted(set(weight_map.values()))
-    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
         raise UserError(f"{index} is not valid JSON ({describe(error)})") from None
     except (KeyError, TypeError, AttributeError):
         raise UserError(

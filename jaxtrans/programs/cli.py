@@ -7,6 +7,7 @@ run as code when loaded: only use config files you trust.
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 
 import ml_collections
@@ -26,13 +27,15 @@ def fail(message: str) -> None:
 
 
 def config_file_arg(argv: list[str]) -> str | None:
-    """The value of ``--config`` in ``argv`` (``--config=PATH`` or ``--config PATH``)."""
+    """The value of ``--config`` in ``argv`` (``--config=PATH`` or ``--config PATH``; the
+    last one given, as absl takes)."""
+    found = None
     for i, arg in enumerate(argv):
         if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-        if arg == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
+            found = arg.split("=", 1)[1]
+        elif arg == "--config" and i + 1 < len(argv):
+            found = argv[i + 1]
+    return found
 
 
 def config_file_dir_on_path(argv: list[str]) -> None:
@@ -54,12 +57,25 @@ def unknown_field(argv: list[str], error: Exception) -> tuple[str, str] | None:
     quoted = re.search(r"'([^'\\]+)'", text)
     suggestion = re.search(r'Did you mean "([^"]+)"', text)
     hint = f"did you mean {suggestion.group(1)}? " if suggestion else ""
+    # A lookup inside a leaf ("Attempting to lookup: train.num_steps.x") names the whole path.
+    lookup = re.search(r"lookup: (\S+)", text)
     for arg in argv:
         if arg.startswith("--config."):
-            path = arg.split("=", 1)[0][len("--config.") :]
-            if (quoted and quoted.group(1) in path.split(".")) or f"lookup: {path}" in text:
+            path = arg.split("=", 1)[0].removeprefix("--config.")
+            if lookup:
+                found = path == lookup.group(1)
+            else:
+                found = bool(quoted) and quoted.group(1) in path.split(".")
+            if found:
                 return path, hint
     return None
+
+
+def flag_error(error: Exception) -> str:
+    """The one-line message of a flag absl cannot parse (or a --flagfile it cannot read)."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"a --flagfile is not UTF-8 text (byte {error.start}); fix it, see --help"
+    return f"{error}; see --help"
 
 
 def parse_flags(
@@ -67,19 +83,31 @@ def parse_flags(
 ) -> flags.FlagValues:
     """Parse ``argv`` into a fresh FlagValues; bad flags are a one-line error (exit 2)."""
     values = flags.FlagValues()
-    define(values)
+    try:
+        define(values)  # the config flag reads --flagfile files of sys.argv already here
+    except (flags.Error, UnicodeDecodeError) as error:
+        fail(flag_error(error))
     if any(arg in ("-h", "--help", "--helpfull") for arg in argv[1:]):
         print(usage)
         print(values.get_help())
         sys.exit(0)
     config_file = config_file_arg(argv) if "config" in values else None
+    if config_file is not None and not config_file.strip():
+        fail("--config is empty; give a config file, e.g. configs/demo.py")
     if config_file and not os.path.isfile(config_file.split(":", 1)[0]):
         fail(f"--config {config_file}: no such file; give a config file, e.g. configs/demo.py")
+    for arg in argv:
+        field = arg.split("=", 1)[0].removeprefix("--config.")
+        if arg.startswith("--config.") and not all(field.split(".")):
+            fail(
+                f"{arg.split('=', 1)[0]}: a config override names a field, e.g. "
+                "--config.train.num_steps=1000 (docs/configuration.md lists every field)"
+            )
     config_file_dir_on_path(argv)
     try:
         values(argv)
-    except flags.Error as error:
-        fail(f"{error}; see --help")
+    except (flags.Error, UnicodeDecodeError) as error:
+        fail(flag_error(error))
     except (AttributeError, LookupError) as error:
         unknown = unknown_field(argv, error)
         if unknown is not None:
@@ -102,13 +130,27 @@ def parse_flags(
     return values
 
 
+def finish_background_threads(timeout: float = 30.0) -> None:
+    """Wait for the other non-daemon threads before exiting on an error.
+
+    The interpreter waits for them at exit anyway, but only after it has shut down the
+    thread pools of ``concurrent.futures``: a library thread still at work then (orbax
+    cleans up a checkpoint directory in the background from the moment its manager is
+    made) fails to submit its next step and logs a traceback after our one line."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(timeout)
+
+
 def run(main: Callable[[], None]) -> None:
     """Run ``main``; a UserError becomes a one-line message and exit status 2."""
     try:
         main()
     except UserError as error:
+        finish_background_threads()
         fail(str(error))
     except TrainingStopped as error:
+        finish_background_threads()
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -33,7 +33,7 @@ from jaxtrans.data.bert_tokenizer import (
     SentencePieceBertTokenizer,
 )
 from jaxtrans.data.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
-from jaxtrans.errors import UserError, describe
+from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining
 from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
 from jaxtrans.workdir import new_directory
@@ -141,12 +141,10 @@ def init_source(path: str) -> InitSource:
         saved = json.loads(config_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{flag}: the directory holds no config.json; {help_}") from None
-    except (OSError, ValueError) as error:  # ValueError: bad JSON or bad UTF-8
+    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
         raise UserError(f"{flag}: {config_file} is not valid JSON ({describe(error)})") from None
     if not isinstance(saved, dict):
-        raise UserError(
-            f"{flag}: {config_file} holds a JSON {type(saved).__name__}, not an object; {help_}"
-        )
+        raise UserError(f"{flag}: {config_file} holds {json_type(saved)}, not an object; {help_}")
     if "model_type" in saved:
         try:
             config = bert_config_from_huggingface(saved)
