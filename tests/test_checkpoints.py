@@ -1,5 +1,5 @@
-"""Checkpoints of a workdir: what a damaged checkpoint raises, and the reports that a
-failed orbax operation leaves behind (dropped) next to everyone else's (kept).
+"""Checkpoints of a workdir: averaging, what a damaged checkpoint raises, and the reports
+that a failed orbax operation leaves behind (dropped) next to everyone else's (kept).
 
 The checkpoints here hold a small tree of random parameters, written by the Checkpointer
 the training loop uses; the programs' side of the same behaviours is in
@@ -93,6 +93,31 @@ def overwrite(pattern: str, content: bytes):
                 f.write(content)
 
     return damage
+
+
+# ---------------------------------------------------------------------------- averaging
+
+
+def test_avg_k_is_the_mean_of_the_restored_checkpoints_parameters(trained):
+    averaged, step, description = restore_params(trained, ABSTRACT, "avg:3")
+
+    restored = [restore_params(trained, ABSTRACT, str(s))[0] for s in STEPS]
+    mean = jax.tree.map(lambda *xs: np.mean(np.stack(xs).astype(np.float64), axis=0), *restored)
+    for got, want in zip(jax.tree.leaves(averaged), jax.tree.leaves(mean), strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-7)
+    assert step == 3 and description == "average of steps [1, 2, 3]"
+
+
+def test_avg_2_leaves_the_older_checkpoints_out_and_avg_1_is_the_latest_as_saved(trained):
+    averaged, _, _ = restore_params(trained, ABSTRACT, "avg:2")
+    latest, _, _ = restore_params(trained, ABSTRACT, "avg:1")
+
+    saved = [jax.tree.leaves(random_params(step)) for step in (2, 3)]
+    for got, two, three in zip(jax.tree.leaves(averaged), *saved, strict=True):
+        np.testing.assert_allclose(got, (np.float64(two) + three) / 2, rtol=0, atol=1e-7)
+    for got, three in zip(jax.tree.leaves(latest), saved[1], strict=True):
+        np.testing.assert_array_equal(got, three)
 
 
 # ------------------------------------------------------------------ damaged or another model

@@ -184,6 +184,37 @@ def test_sigterm_saves_the_current_step_exits_0_in_bounded_time_and_the_rerun_co
             assert without_timing(record) == reference[record["step"]]
 
 
+# Makes the loop's batches slow (the host sleeps before each one) without changing any
+# number, so that a signal reliably lands in the middle of the tiny run.
+SLOW_BATCHES = """
+import time
+from jaxtrans.training import loop
+global_batch = loop.global_batch
+def slow_global_batch(*args):
+    time.sleep(0.3)
+    return global_batch(*args)
+loop.global_batch = slow_global_batch
+"""
+
+
+def test_stopped_by_sigterm_and_resumed_the_run_ends_bitwise_equal_to_an_uninterrupted_one(
+    tmp_path,
+):
+    workdir = tmp_path / "run"
+    run = start_train(workdir, tiny_flags(), tmp_path, "stopped", prelude=SLOW_BATCHES)
+    run.wait_for_output("step       3/")
+    os.kill(run.pid, signal.SIGTERM)
+    assert run.wait() == 0, run.stderr
+    saved = int(re.search(r"SIGTERM: saved checkpoint (\d+)", run.stdout).group(1))
+    assert saved < STEPS
+
+    rerun = train(workdir)
+
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resuming from checkpoint {saved}" in rerun.stdout
+    assert_same_run_as_reference(workdir)
+
+
 # Makes every training step slow on the device: the step also runs a chain of matrix
 # products (no host callback: on CPU those make JAX dispatch synchronously, which would
 # hide the queue). Prints what the chain costs, and "batch N" as the loop takes batch N.
