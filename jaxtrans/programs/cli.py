@@ -4,6 +4,7 @@ Configs are Python files (``get_config()`` returning an ml_collections ConfigDic
 run as code when loaded: only use config files you trust.
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -139,7 +140,9 @@ def finish_background_threads(timeout: float = 30.0) -> None:
     made) fails to submit its next step and logs a traceback after our one line."""
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(timeout)
+            # orbax's writer threads re-raise, on join, the failure already reported.
+            with contextlib.suppress(Exception):
+                thread.join(timeout)
 
 
 def run(main: Callable[[], None]) -> None:
