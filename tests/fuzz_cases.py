@@ -171,7 +171,6 @@ RESUMED_VALUES = [
     ("data.vocab_size", 0, ""), ("data.vocab_size", -1, ""), ("data.vocab_size", 3, ""),
     ("task", "translate", ""), ("task", "bert_classification", ""), ("task", "", ""),
     ("train.on_nonfinite", "ignore", ""), ("train.num_steps", -1, ""),
-    ("train.num_steps", 10**23, "train_num_steps_huge"),
 ]  # fmt: skip
 FRESH_VALUES = [
     ("train.log_every", 0, "train_log_every_0"), ("train.log_every", -1, ""),

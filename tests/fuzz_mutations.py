@@ -24,7 +24,6 @@ KNOWN_BUGS = {
     "train_checkpoint_every_0": "training/loop: step % checkpoint_every divides by zero",
     "model_num_heads_0": "nn/config.BlockConfig: d_model % num_heads divides by zero",
     "model_dropout_nan": "nn/config accepts dropout_rate=nan; nn/dropout fails",
-    "train_num_steps_huge": "training/metrics: the ETA of 1e23 steps overflows time_t",
     "eval_huge_sizes": "inference/translate: beam_size 1e5 or max_extra_length 1e9 hang or OOM",
     "config_json_leaf_type": "tasks: a wrong or missing field of config.json is used (traceback)",
     "classification_not_utf8": "data/classification.read_labelled_texts decodes strictly",
