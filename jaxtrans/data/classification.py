@@ -62,9 +62,14 @@ def read_labelled_texts(path: str | Path) -> list[LabelledText]:
     parse = _parse_tsv if kind == ".tsv" else _parse_jsonl
     opener = gzip.open if path.suffix == ".gz" else open
     examples = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n")
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise UserError(
+                    f"{path}:{number}: not UTF-8 text (byte {e.start}); save the file as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             try:

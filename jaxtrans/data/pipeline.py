@@ -291,6 +291,11 @@ def train_iterator(
     max_source, max_target = data_config.max_source_length, data_config.max_target_length
     if min(max_source, max_target) < 2:
         raise UserError("max_source_length and max_target_length must be at least 2")
+    if data_config.pack and data_config.pack_pool_batches < 1:
+        raise UserError(
+            f"--config.data.pack_pool_batches={data_config.pack_pool_batches}: use a whole "
+            "number >= 1"
+        )
     pairs = training_pairs(data_config)
     if len(pairs) < process_count:
         raise UserError(

@@ -86,6 +86,8 @@ def parse_line(raw: bytes, fmt: LineFormat) -> TranslationPair:
             record = json.loads(text)
         except json.JSONDecodeError as e:
             raise MalformedLine(f"bad JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:
+            raise MalformedLine("bad JSON (nested too deeply)") from None
         if not isinstance(record, dict):
             raise MalformedLine("expected one JSON object a line")
         for field in (fmt.source_field, fmt.target_field):
@@ -96,6 +98,13 @@ def parse_line(raw: bytes, fmt: LineFormat) -> TranslationPair:
                 )
         source, target = record[fmt.source_field], record[fmt.target_field]
     source, target = source.strip(), target.strip()
+    for text in (source, target):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise MalformedLine(
+                f"a lone surrogate \\u{ord(text[e.start]):04x} in a string"
+            ) from None
     if not source or not target:
         raise MalformedLine("empty source or target")
     pair = TranslationPair(source, target)

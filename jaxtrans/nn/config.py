@@ -68,6 +68,24 @@ class BlockConfig:
     param_dtype: str = "float32"
 
     def __post_init__(self):
+        for field in ("d_model", "num_heads", "d_ff", "max_len"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field}={value!r}: use a whole number >= 1")
+        for field in ("dropout_rate", "attention_dropout_rate", "activation_dropout_rate"):
+            value = getattr(self, field)
+            if not isinstance(value, int | float) or not 0 <= value < 1:
+                raise ValueError(f"{field}={value!r}: use a rate in [0, 1)")
+        for field in ("dtype", "param_dtype"):
+            value = getattr(self, field)
+            try:
+                floating = jnp.issubdtype(jnp.dtype(value), jnp.floating)
+            except TypeError:
+                floating = False
+            if not floating:
+                raise ValueError(
+                    f"{field}={value!r}: use a floating type, e.g. float32 or bfloat16"
+                )
         for field, allowed in _CHOICES.items():
             value = getattr(self, field)
             if value not in allowed:
@@ -83,7 +101,6 @@ class BlockConfig:
                 "attention_impl='fused' cannot drop attention weights; "
                 "set attention_dropout_rate=0 or use attention_impl='xla'"
             )
-        jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)  # fail early on typos
 
     @property
     def head_dim(self) -> int:

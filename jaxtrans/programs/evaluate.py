@@ -37,13 +37,22 @@ OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")
 
 def read_lines(input_path: str) -> list[str]:
     """The lines of ``input_path`` ("-": stdin)."""
-    if input_path == "-":
-        return sys.stdin.read().splitlines()
     try:
-        with open(input_path, encoding="utf-8") as f:
-            return f.read().splitlines()
+        if input_path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(input_path, "rb") as f:
+                data = f.read()
     except OSError as error:
         raise UserError(f"--input {input_path}: {error.strerror}; check the path") from error
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise UserError(
+            f"--input {input_path}:{line}: not UTF-8 text (byte {error.start}); "
+            "give one UTF-8 sentence a line"
+        ) from None
 
 
 def write_lines(lines: list[str], output_path: str | None) -> None:

@@ -122,6 +122,10 @@ class TranslationTask(Task):
     def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "TranslationTask":
         """Read the dev split (when dev evaluation is on), train (or load) the workdir's
         tokenizer, then size the model by its vocabulary."""
+        for key in ("max_source_length", "max_target_length"):
+            value = config.data[key]
+            if not isinstance(value, int) or value < 2:
+                raise UserError(f"--config.data.{key}={value!r}: use a whole number >= 2")
         # First, so that a mistyped --config.data.dev or a broken dev file stops the run
         # before anything is written, rather than dropping dev evaluation at step N.
         dev = read_dev_split(config.data) if config.train.eval_every else _NOT_READ

@@ -96,6 +96,14 @@ def train_and_evaluate(
 
 def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
     """Settings that need neither data nor model, checked before anything is written."""
+    for key in ("data.batch_size", "train.log_every", "train.checkpoint_every"):
+        section, name = key.split(".")
+        value = config[section][name]
+        if not isinstance(value, int) or value < 1:
+            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1")
+    keep = config.train.keep_checkpoints
+    if keep is not None and (not isinstance(keep, int) or keep < 1):
+        raise UserError(f"--config.train.keep_checkpoints={keep!r}: use a whole number >= 1")
     data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
     if config.data.batch_size % data_parallel:
         raise UserError(
