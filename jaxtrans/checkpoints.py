@@ -55,6 +55,20 @@ def _is_tensorstore_future(value: Any) -> bool:
     return type(value).__module__.startswith("tensorstore") and type(value).__name__ == "Future"
 
 
+# TensorStore raises its errors from C++ as "CODE: ..." with no Python frames to trace.
+_TENSORSTORE_STATUS = re.compile(
+    r"(OUT_OF_RANGE|NOT_FOUND|DATA_LOSS|FAILED_PRECONDITION|INVALID_ARGUMENT|UNKNOWN|"
+    r"INTERNAL|CANCELLED|ABORTED|UNAVAILABLE|RESOURCE_EXHAUSTED): .*(OCDBT|TensorStore|"
+    r"tensorstore|zarr|local file)",
+    re.S,
+)
+
+
+def _is_tensorstore_status(error: BaseException) -> bool:
+    """An error TensorStore set on a future of an abandoned read (after a failure only)."""
+    return bool(_TENSORSTORE_STATUS.match(str(error)))
+
+
 def _from_orbax(tb: TracebackType | None) -> bool:
     """Whether a traceback runs through orbax's code or waits for a TensorStore future
     (asyncio's frames hold it: ``call_soon_threadsafe``'s arguments, ``_wrap_awaitable``'s
@@ -119,7 +133,9 @@ class _AbandonedWork(logging.Filter):
             error = record.exc_info[1] if record.exc_info else None
             # "Task was destroyed but it is pending!" names the coroutine and its file.
             return not (
-                (error and _from_orbax(error.__traceback__)) or _ORBAX_DIR in record.getMessage()
+                (error and _from_orbax(error.__traceback__))
+                or _ORBAX_DIR in record.getMessage()
+                or (self.failed and error is not None and _is_tensorstore_status(error))
             )
         except Exception:
             return True
