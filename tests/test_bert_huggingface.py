@@ -18,7 +18,13 @@ import transformers
 from safetensors.numpy import load_file, save_file
 
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
+from jaxtrans.models.bert import (
+    BertForClassification,
+    BertForPretraining,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+    BertModel,
+)
 from jaxtrans.models.huggingface import from_huggingface, graft_params
 
 TOL = 1e-5
@@ -199,6 +205,35 @@ def test_classification_logits_equal_huggingface(tmp_path):
     with torch.no_grad():
         expected = reference(**torch_inputs(1)).logits
     assert_close(logits, expected)
+
+
+def test_token_classification_logits_equal_huggingface(tmp_path):
+    reference = save_reference(transformers.BertForTokenClassification, tmp_path, num_labels=5)
+    pretrained = from_huggingface(tmp_path)
+    assert pretrained.config.num_labels == 5
+    assert "pooler" not in pretrained.params["bert"]  # saved without one, as HF builds it
+    ids, types, mask = inputs(2)
+    logits = BertForTokenClassification(pretrained.config).apply(
+        {"params": pretrained.params}, ids, types, mask
+    )
+    with torch.no_grad():
+        expected = reference(**torch_inputs(2)).logits
+    assert logits.shape == (3, 12, 5)
+    assert_close(logits, expected)
+
+
+def test_question_answering_logits_equal_huggingface(tmp_path):
+    reference = save_reference(transformers.BertForQuestionAnswering, tmp_path)
+    pretrained = from_huggingface(tmp_path)
+    ids, types, mask = inputs(3)
+    start, end = BertForQuestionAnswering(pretrained.config).apply(
+        {"params": pretrained.params}, ids, types, mask
+    )
+    with torch.no_grad():
+        expected = reference(**torch_inputs(3))
+    assert start.shape == end.shape == (3, 12)
+    assert_close(start, expected.start_logits)
+    assert_close(end, expected.end_logits)
 
 
 def test_graft_puts_the_encoder_into_a_new_classifier(pretraining_checkpoint):

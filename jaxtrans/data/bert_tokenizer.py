@@ -35,6 +35,7 @@ class BertTokenizer(Protocol):
     cls_id: int
     sep_id: int
     mask_id: int
+    unk_id: int
     # Ids that are never a masked token's random replacement ([PAD], [CLS], [unused7]...).
     special_ids: frozenset[int]
 
@@ -72,6 +73,7 @@ class SentencePieceBertTokenizer:
         self.cls_id = vocab.CLS_ID
         self.sep_id = vocab.SEP_ID
         self.mask_id = vocab.MASK_ID
+        self.unk_id = vocab.UNK_ID
         self.special_ids = frozenset(range(vocab.NUM_RESERVED_IDS))
 
     def encode(self, text: str) -> list[int]:

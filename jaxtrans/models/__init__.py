@@ -1,12 +1,21 @@
 """Models built from jaxtrans.nn blocks."""
 
-from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining, BertModel
+from jaxtrans.models.bert import (
+    BertConfig,
+    BertForClassification,
+    BertForPretraining,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+    BertModel,
+)
 from jaxtrans.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
     "BertConfig",
     "BertForClassification",
     "BertForPretraining",
+    "BertForQuestionAnswering",
+    "BertForTokenClassification",
     "BertModel",
     "Transformer",
     "TransformerConfig",

@@ -9,6 +9,8 @@ Heads on top:
   masked LM      Dense -> GELU -> LayerNorm -> word embeddings^T + bias -> [.., vocab]
   next sentence  Dense(2) on the pooled output (0 = B follows A, 1 = B is random)
   classification dropout -> Dense(num_labels) on the pooled output
+  token classes  dropout -> Dense(num_labels) on every position (no pooler)
+  answer span    Dense(2) on every position: start and end logits (no pooler)
 
 Parameter names follow the Hugging Face / original BERT layout one to one, so
 ``jaxtrans.models.huggingface`` can load released checkpoints.
@@ -91,9 +93,15 @@ def gather_positions(x: jnp.ndarray, positions: jnp.ndarray) -> jnp.ndarray:
 
 
 class BertModel(nn.Module):
-    """Embeddings, encoder stack and pooler: the part every BERT task shares."""
+    """Embeddings, encoder stack and pooler: the part every BERT task shares.
+
+    Heads that read every position (token classification, question answering) build it
+    with ``pooling=False``, as Hugging Face does (``add_pooling_layer=False``): the pooler
+    then has no parameters and the pooled output is None.
+    """
 
     config: BertConfig
+    pooling: bool = True
 
     def setup(self):
         cfg = self.config
@@ -104,7 +112,8 @@ class BertModel(nn.Module):
         self.embeddings_norm = layer_norm(cfg)
         self.embeddings_dropout = nn.Dropout(cfg.dropout_rate)
         self.encoder = Encoder(cfg, cfg.num_layers)
-        self.pooler = dense(cfg, cfg.d_model, ("embed", "mlp"))
+        if self.pooling:
+            self.pooler = dense(cfg, cfg.d_model, ("embed", "mlp"))
 
     def embed(
         self,
@@ -130,8 +139,9 @@ class BertModel(nn.Module):
         attention_mask: jnp.ndarray | None = None,
         positions: jnp.ndarray | None = None,
         deterministic: bool = True,
-    ) -> tuple[jnp.ndarray, jnp.ndarray]:
-        """input_ids [batch, length] -> (sequence output [batch, length, d], pooled [batch, d]).
+    ) -> tuple[jnp.ndarray, jnp.ndarray | None]:
+        """input_ids [batch, length] -> (sequence output [batch, length, d], pooled [batch, d]
+        or None without a pooler).
 
         token_type_ids: [batch, length], 0 for segment A, 1 for B; zeros when None.
         attention_mask: [batch, length], 1 (True) for real tokens, 0 for padding; when
@@ -152,7 +162,7 @@ class BertModel(nn.Module):
             positions = default_positions(batch, length)
         x = self.embed(input_ids, token_type_ids, positions, deterministic)
         x = self.encoder(x, mask, positions, deterministic)
-        pooled = jnp.tanh(self.pooler(x[:, 0]))
+        pooled = jnp.tanh(self.pooler(x[:, 0])) if self.pooling else None
         return x, pooled
 
     def word_embedding_table(self) -> jnp.ndarray:
@@ -219,6 +229,11 @@ class BertForPretraining(nn.Module):
         return mlm_logits, nsp_logits
 
 
+def classifier_dropout_rate(cfg: BertConfig) -> float:
+    """The dropout before a classifier head: classifier_dropout_rate, else dropout_rate."""
+    return cfg.dropout_rate if cfg.classifier_dropout_rate is None else cfg.classifier_dropout_rate
+
+
 class BertForClassification(nn.Module):
     """BERT with a sequence-classification head on the pooled [CLS] output."""
 
@@ -226,11 +241,8 @@ class BertForClassification(nn.Module):
 
     def setup(self):
         cfg = self.config
-        rate = (
-            cfg.dropout_rate if cfg.classifier_dropout_rate is None else cfg.classifier_dropout_rate
-        )
         self.bert = BertModel(cfg)
-        self.classifier_dropout = nn.Dropout(rate)
+        self.classifier_dropout = nn.Dropout(classifier_dropout_rate(cfg))
         self.classifier = dense(cfg, cfg.num_labels, ("embed", None))
 
     def __call__(
@@ -246,3 +258,54 @@ class BertForClassification(nn.Module):
         )
         pooled = self.classifier_dropout(pooled, deterministic)
         return self.classifier(pooled).astype(jnp.float32)
+
+
+class BertForTokenClassification(nn.Module):
+    """BERT with a classifier on every position's output (e.g. entity tags), as Hugging
+    Face's ``BertForTokenClassification``: dropout -> Dense(num_labels), no pooler."""
+
+    config: BertConfig
+
+    def setup(self):
+        cfg = self.config
+        self.bert = BertModel(cfg, pooling=False)
+        self.classifier_dropout = nn.Dropout(classifier_dropout_rate(cfg))
+        self.classifier = dense(cfg, cfg.num_labels, ("embed", None))
+
+    def __call__(
+        self,
+        input_ids: jnp.ndarray,
+        token_type_ids: jnp.ndarray | None = None,
+        attention_mask: jnp.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> jnp.ndarray:
+        """[batch, length] inputs as for ``BertModel`` -> float32 [batch, length, num_labels]."""
+        x, _ = self.bert(input_ids, token_type_ids, attention_mask, deterministic=deterministic)
+        x = self.classifier_dropout(x, deterministic)
+        return self.classifier(x).astype(jnp.float32)
+
+
+class BertForQuestionAnswering(nn.Module):
+    """BERT for extractive question answering, as Hugging Face's
+    ``BertForQuestionAnswering``: Dense(2) on every position gives the logits of the
+    answer starting and ending there; no dropout on the head, no pooler."""
+
+    config: BertConfig
+
+    def setup(self):
+        cfg = self.config
+        self.bert = BertModel(cfg, pooling=False)
+        self.qa_outputs = dense(cfg, 2, ("embed", None))
+
+    def __call__(
+        self,
+        input_ids: jnp.ndarray,
+        token_type_ids: jnp.ndarray | None = None,
+        attention_mask: jnp.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """[batch, length] inputs as for ``BertModel`` -> (start_logits, end_logits), each
+        float32 [batch, length]."""
+        x, _ = self.bert(input_ids, token_type_ids, attention_mask, deterministic=deterministic)
+        logits = self.qa_outputs(x).astype(jnp.float32)
+        return logits[..., 0], logits[..., 1]

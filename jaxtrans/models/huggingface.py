@@ -27,6 +27,18 @@ import numpy as np
 
 from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.weight_files import load_state_dict, shard_files
+
+__all__ = [
+    "PretrainedBert",
+    "bert_config_from_huggingface",
+    "convert_state_dict",
+    "from_huggingface",
+    "graft_params",
+    "load_state_dict",
+    "read_huggingface_config",
+    "shard_files",
+]
 
 _ACTIVATIONS = {
     "gelu": "gelu",
@@ -42,7 +54,7 @@ class PretrainedBert:
 
     params: nested dict of numpy arrays laid out like ``BertForPretraining`` /
         ``BertForClassification`` params: ``bert`` always, and ``mlm_head``,
-        ``nsp_head``, ``classifier`` when the checkpoint holds those heads.
+        ``nsp_head``, ``classifier``, ``qa_outputs`` when the checkpoint holds those heads.
     """
 
     config: BertConfig
@@ -153,104 +165,6 @@ def read_huggingface_config(config_file: Path) -> BertConfig:
         raise UserError(f"{config_file}: {error}") from None
 
 
-# Weight files of a checkpoint directory: one file, or an index naming shard files.
-SAFETENSORS_FILE = "model.safetensors"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-TORCH_FILE = "pytorch_model.bin"
-TORCH_INDEX = "pytorch_model.bin.index.json"
-
-
-def shard_files(directory: Path, index: Path) -> list[Path]:
-    """The shard files an index's ``weight_map`` names, each inside ``directory``.
-
-    An index is data from wherever the checkpoint came from: a shard name that is
-    absolute or climbs out with ``..`` is refused, so loading reads no file outside the
-    checkpoint directory. (Shards may be symbolic links, as in the Hugging Face cache,
-    whose snapshot files link to ``../../blobs/``; the names are what is checked.)
-    """
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        names = sorted(set(weight_map.values()))
-    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
-        raise UserError(f"{index} is not valid JSON ({describe(error)})") from None
-    except (KeyError, TypeError, AttributeError):
-        raise UserError(
-            f'{index} has no "weight_map" object of tensor name -> shard file'
-        ) from None
-    shards = []
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise UserError(f"{index} names the shard {name!r}; expected a file name")
-        relative = Path(name)
-        if relative.anchor or ".." in relative.parts:
-            raise UserError(
-                f"{index} names the shard {name!r}, outside {directory}; refusing to read it "
-                "(an index may only name files in its own directory)"
-            )
-        path = directory / relative
-        if not path.is_file():
-            raise UserError(f"{index} names the shard {name!r}, but {path} is not a file")
-        shards.append(path)
-    return shards
-
-
-def load_state_dict(directory: Path) -> dict[str, np.ndarray]:
-    """Read the weights of a checkpoint directory as numpy arrays keyed by HF names."""
-    single, safetensors_index = directory / SAFETENSORS_FILE, directory / SAFETENSORS_INDEX
-    legacy, torch_index = directory / TORCH_FILE, directory / TORCH_INDEX
-    if single.exists():
-        return _load_safetensors(single)
-    if safetensors_index.exists():
-        state = {}
-        for shard in shard_files(directory, safetensors_index):
-            state.update(_load_safetensors(shard))
-        return state
-    if legacy.exists():
-        return _load_torch_state_dict(legacy)
-    if torch_index.exists():
-        state = {}
-        for shard in shard_files(directory, torch_index):
-            state.update(_load_torch_state_dict(shard))
-        return state
-    raise UserError(
-        f"{directory} has no {SAFETENSORS_FILE} or {TORCH_FILE}; "
-        "pass a Hugging Face checkpoint directory"
-    )
-
-
-def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError, ValueError) as error:
-        raise UserError(
-            f"{path} cannot be read as safetensors ({describe(error)}); "
-            "download the checkpoint again"
-        ) from None
-
-
-def _load_torch_state_dict(path: Path) -> dict[str, np.ndarray]:
-    try:
-        import torch
-    except ImportError:
-        raise UserError(
-            f"reading {path} needs PyTorch; install torch or convert it to model.safetensors"
-        ) from None
-    # weights_only=True refuses arbitrary pickled objects: tensors and containers only.
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a damaged file fails as RuntimeError, UnpicklingError, ...
-        raise UserError(
-            f"{path} cannot be read as PyTorch weights ({describe(error)}); "
-            "download the checkpoint again"
-        ) from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UserError(f"{path} holds no state dict (tensor name -> tensor)")
-    return {k: v.float().numpy() for k, v in state.items()}
-
-
 class _Weights:
     """Looks up HF tensors by name, accepting ``bert.``-less names and gamma/beta."""
 
@@ -342,8 +256,10 @@ def convert_state_dict(state: dict[str, np.ndarray], cfg: BertConfig) -> dict[st
         }
     if w.has("cls.seq_relationship.weight"):
         params["nsp_head"] = w.linear("cls.seq_relationship")
-    if w.has("classifier.weight"):
+    if w.has("classifier.weight"):  # sequence or token classification
         params["classifier"] = w.linear("classifier")
+    if w.has("qa_outputs.weight"):  # extractive question answering: start, end
+        params["qa_outputs"] = w.linear("qa_outputs")
     return params
 
 
