@@ -11,8 +11,8 @@ import pytest
 import transformers
 from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer
 
-from jaxtrans.data.words import encode_words, split_words
 from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.words import encode_words, split_words
 from tests.test_bert_wordpiece import TEXTS, vocab_dir  # noqa: F401  (fixture)
 
 MORE_TEXTS = [

@@ -6,12 +6,15 @@ a class:
     translation          encoder-decoder Transformer on sentence pairs (translation.py)
     bert_pretraining     BERT masked-LM + next-sentence pretraining (bert_pretraining.py)
     bert_classification  BERT fine-tuning for sequence classification (bert_classification.py)
+    bert_token_classification  BERT fine-tuning for entity tags (bert_token_classification.py)
+    bert_question_answering    BERT fine-tuning for answer spans (bert_question_answering.py)
 
 Adding a task is one new module here plus one config: docs/architecture.md says how.
 
     train_and_evaluate(config, workdir)        what train.py runs
     evaluate_workdir(workdir, split=...)       what evaluate.py runs without --input
     restore_task(workdir)                      the task of a trained run, to ask directly
+    pretrained_task(name, path)                a task on a Hugging Face directory, untrained
 """
 
 import importlib
@@ -28,6 +31,10 @@ TASKS = {
     "translation": "jaxtrans.tasks.translation:TranslationTask",
     "bert_pretraining": "jaxtrans.tasks.bert_pretraining:BertPretrainingTask",
     "bert_classification": "jaxtrans.tasks.bert_classification:BertClassificationTask",
+    "bert_token_classification": (
+        "jaxtrans.tasks.bert_token_classification:BertTokenClassificationTask"
+    ),
+    "bert_question_answering": "jaxtrans.tasks.bert_question_answering:BertQuestionAnsweringTask",
 }
 # Config files written before ``task`` existed are translation runs.
 DEFAULT_TASK = "translation"
@@ -55,6 +62,19 @@ def restore_task(workdir: str) -> Task:
     run_config = load_run_config(workdir)
     cls = task_class(task_name(run_config), where=f"{workdir}/config.json: task")
     return cls.from_workdir(workdir, run_config)
+
+
+def pretrained_task(name: str, path: str, config: ml_collections.ConfigDict | None = None) -> Task:
+    """Task ``name`` on the Hugging Face directory ``path`` as it is, with no training
+    (evaluate.py --init_from PATH --task NAME); ``config``: an optional run config for its
+    data and eval settings."""
+    cls = task_class(name, where="--task")
+    if not hasattr(cls, "from_pretrained"):
+        able = [n for n in TASKS if hasattr(task_class(n), "from_pretrained")]
+        raise UserError(
+            f"--task {name} cannot start from --init_from; use one of {', '.join(able)}"
+        )
+    return cls.from_pretrained(path, config)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -85,6 +105,7 @@ __all__ = [
     "Task",
     "evaluate_workdir",
     "load_task",
+    "pretrained_task",
     "restore_task",
     "task_class",
     "train_and_evaluate",

@@ -10,16 +10,19 @@ alone (nothing from ``init_from`` is read).
 import dataclasses
 import json
 import os
+from pathlib import Path
 from typing import Any
 
+import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.huggingface import from_huggingface, graft_params
 from jaxtrans.tasks import bert_init
-from jaxtrans.tasks.base import Batch, Task, report_stem
+from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
 from jaxtrans.training.step import make_eval_step
 
 # Model fields that fix parameter shapes: a resumed run must keep them.
@@ -73,9 +76,89 @@ def check_sequence_length(model_config: BertConfig, max_seq_length: int) -> None
 
 class BertTask(Task):
     """A BERT task scored by its own ``loss_sums`` and ``summarize`` on a split's batches,
-    exactly as the training loop's dev evaluation does."""
+    exactly as the training loop's dev evaluation does.
+
+    Besides a trained workdir (``from_workdir``), a BERT task can be made from a Hugging
+    Face checkpoint directory with no training at all (``from_pretrained``: evaluate.py
+    --init_from DIR --task NAME); its ``restore_params`` then returns the directory's
+    weights, which must include the task's head.
+    """
 
     shape_fields = SHAPE_FIELDS
+    # The Hugging Face classes (config.json "architectures") whose weights hold this
+    # task's head, and the converted parameters that head needs.
+    huggingface_architectures: tuple[str, ...] = ()
+    head_params: tuple[str, ...] = ()
+    # Data settings of a task made by ``from_pretrained`` without a run config.
+    pretrained_data_defaults: dict[str, Any] = {"max_seq_length": 128}
+    # The Hugging Face directory of a task made by ``from_pretrained``.
+    pretrained_path: str | None = None
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, config: ml_collections.ConfigDict | None = None
+    ) -> "BertTask":
+        """The task of Hugging Face directory ``path`` as it is: its model config (labels
+        from its id2label), its WordPiece vocabulary, and its weights for
+        ``restore_params``. ``config``: a run config whose data and eval sections are used
+        (evaluate.py --config); else ``pretrained_data_defaults``, eval batch 32."""
+        directory = Path(path).expanduser()
+        source = bert_init.init_source(str(directory), flag="--init_from")
+        if source.kind != "huggingface":
+            raise UserError(
+                f"--init_from {path} is a jaxtrans workdir; evaluate it with --workdir {path}"
+            )
+        hf = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        architectures = hf.get("architectures") or []
+        if architectures and not set(architectures) & set(cls.huggingface_architectures):
+            raise UserError(
+                f"--init_from {path} holds a {'/'.join(map(str, architectures))} model; the "
+                f"{cls.name} task needs one of {', '.join(cls.huggingface_architectures)}"
+            )
+        run_config = ml_collections.ConfigDict(
+            {
+                "task": cls.name,
+                "init_from": str(directory),
+                "data": dict(cls.pretrained_data_defaults),
+                "eval": {"batch_size": 32},
+            }
+        )
+        if config is not None:
+            run_config.data.update(config.data.to_dict())
+            run_config.eval.update(config.eval.to_dict())
+        labels = hf.get("id2label") or {}
+        if labels:
+            run_config.data.labels = ",".join(str(labels[k]) for k in sorted(labels, key=int))
+        model_config = source.config
+        if config is not None and "model" in config:
+            changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
+            model_config = model_config.replace(**changes)
+        run_config = resolve_run_config(run_config, model_config)
+        tokenizer = bert_init.load_tokenizer(directory)
+        task = cls(run_config, model_config, tokenizer)
+        task.pretrained_path = str(directory)
+        return task
+
+    def restore_params(self, checkpoint: str = "latest") -> Restored:
+        """A workdir's checkpoint (see ``Task.restore_params``), or for a task made by
+        ``from_pretrained`` the directory's weights (``checkpoint`` must be latest)."""
+        if self.pretrained_path is None:
+            return super().restore_params(checkpoint)
+        if checkpoint != "latest":
+            raise UserError(
+                f"--checkpoint {checkpoint}: a Hugging Face directory has one set of weights"
+            )
+        pretrained = from_huggingface(self.pretrained_path).params
+        missing = [name for name in self.head_params if name not in pretrained]
+        if missing:
+            raise UserError(
+                f"--init_from {self.pretrained_path} has no {'/'.join(missing)} weights: the "
+                f"{self.name} task needs a {' or '.join(self.huggingface_architectures)} "
+                "checkpoint (fine-tune one with train.py first)"
+            )
+        fresh = nn.unbox(self.init_params(jax.random.key(0)))
+        params = graft_params(fresh, pretrained)
+        return Restored(params, 0, f"Hugging Face weights of {self.pretrained_path}", checkpoint)
 
     @classmethod
     def from_workdir(cls, workdir: str, run_config: ml_collections.ConfigDict) -> "BertTask":

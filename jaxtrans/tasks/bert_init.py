@@ -34,12 +34,25 @@ from jaxtrans.data.bert_tokenizer import (
 )
 from jaxtrans.data.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining
+from jaxtrans.models.bert import (
+    BertConfig,
+    BertForClassification,
+    BertForPretraining,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+)
 from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
 from jaxtrans.workdir import new_directory
 
 VOCAB_FILE = "vocab.txt"
-BERT_TASKS = ("bert_pretraining", "bert_classification")
+# The model of each BERT task's workdirs (whose encoder a new run can start from).
+BERT_MODELS = {
+    "bert_pretraining": BertForPretraining,
+    "bert_classification": BertForClassification,
+    "bert_token_classification": BertForTokenClassification,
+    "bert_question_answering": BertForQuestionAnswering,
+}
+BERT_TASKS = tuple(BERT_MODELS)
 
 
 def tokenizer_dir(workdir: str | Path) -> Path:
@@ -58,10 +71,10 @@ def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
         raise UserError(
             f"{directory} holds neither {MODEL_FILE} nor {VOCAB_FILE}; is {workdir} a BERT workdir?"
         )
-    return _load_tokenizer(directory)
+    return load_tokenizer(directory)
 
 
-def _load_tokenizer(directory: Path) -> BertTokenizer:
+def load_tokenizer(directory: Path) -> BertTokenizer:
     """The SentencePiece model or WordPiece vocabulary in ``directory``."""
     if (directory / MODEL_FILE).is_file():
         return SentencePieceBertTokenizer(directory / MODEL_FILE)
@@ -73,7 +86,7 @@ def install_tokenizer(files: list[Path], workdir: str | Path) -> BertTokenizer:
     They are loaded where they are first, so that damaged files are refused (UserError
     naming them) before anything is copied."""
     if not has_run_tokenizer(workdir):
-        _load_tokenizer(files[0].parent)
+        load_tokenizer(files[0].parent)
         complete = lambda path: has_run_tokenizer(os.path.dirname(path))  # noqa: E731
         with new_directory(str(workdir), TOKENIZER_DIR, complete) as scratch:
             for file in files:
@@ -112,10 +125,7 @@ class InitSource:
         """``{"bert": ...}``: embeddings, encoder and pooler as numpy float arrays."""
         if self.kind == "huggingface":
             return {"bert": from_huggingface(self.path).params["bert"]}
-        model_class = (
-            BertForPretraining if self.task == "bert_pretraining" else BertForClassification
-        )
-        model = model_class(self.config)
+        model = BERT_MODELS[self.task](self.config)
         ids = jnp.ones((1, 2), jnp.int32)
         abstract = jax.eval_shape(lambda: nn.unbox(model.init(jax.random.key(0), ids))["params"])
         params, _, _ = checkpoints.restore_params(str(self.path), abstract, "latest")
@@ -129,9 +139,10 @@ def _checkpoint_steps(workdir: Path) -> list[int]:
     return [int(entry.name) for entry in directory.iterdir() if entry.name.isdigit()]
 
 
-def init_source(path: str) -> InitSource:
-    """Inspect ``--config.init_from=PATH`` (reads config files only, not the weights)."""
-    flag = f"--config.init_from={path}"
+def init_source(path: str, flag: str = "--config.init_from") -> InitSource:
+    """Inspect ``--config.init_from=PATH`` (reads config files only, not the weights);
+    errors name ``flag``."""
+    flag = f"{flag}={path}"
     help_ = "give a BERT pretraining workdir or a Hugging Face BERT checkpoint directory"
     directory = Path(path).expanduser()
     if not directory.is_dir():
