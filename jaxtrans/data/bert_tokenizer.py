@@ -47,6 +47,10 @@ class BertTokenizer(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
+    def id_to_piece(self, token_id: int) -> str:
+        """The vocabulary entry of one id (e.g. ``##ing``, ``▁the``, ``[SEP]``)."""
+        ...
+
 
 class SentencePieceBertTokenizer:
     """A SentencePiece model with the reserved BERT ids of ``jaxtrans.data.vocab``."""
@@ -84,6 +88,9 @@ class SentencePieceBertTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return self._model.decode([int(i) for i in ids if int(i) not in self.special_ids])
+
+    def id_to_piece(self, token_id: int) -> str:
+        return self._model.id_to_piece(int(token_id))
 
 
 def _sample(documents: Sequence[Sequence[str]], max_sentences: int) -> list[str]:

@@ -129,3 +129,7 @@ class WordPieceTokenizer:
     def decode(self, ids: list[int]) -> str:
         """Ids -> text, joining ``##`` continuations; special tokens are dropped."""
         return self._tokenizer.decode(ids)
+
+    def id_to_piece(self, token_id: int) -> str:
+        """The vocabulary entry of one id, as written in vocab.txt (``##ing``, ``[SEP]``)."""
+        return self._tokenizer.id_to_token(int(token_id))

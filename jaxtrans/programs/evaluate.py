@@ -1,27 +1,35 @@
-"""The evaluate.py program: restore a trained workdir's task, then ask it.
+"""The evaluate.py program: restore a trained workdir's task (or put a task on a Hugging
+Face directory), then ask it.
 
     python evaluate.py --workdir DIR [--split test|dev] [--checkpoint latest|STEP|avg:K]
     python evaluate.py --workdir DIR --input FILE|- [--output FILE]
     python evaluate.py --workdir DIR --plot_attention "a sentence" [--output attn.png]
+    python evaluate.py --init_from HF_DIR --task NAME [--config FILE] --input FILE|-
+    python evaluate.py --init_from HF_DIR --task NAME --config FILE --outdir OUT [--split S]
 
 DIR/config.json says which task the run trained (jaxtrans.tasks); the task rebuilds its
 model and tokenizer from DIR, reads the checkpoint and writes its reports to DIR/eval
-unless --outdir. Nothing here knows a task by name.
+unless --outdir. With --init_from, ``tasks.pretrained_task`` makes task NAME of the
+directory's weights, vocabulary and labels, with no training. Nothing here knows a task
+by name.
 """
 
 import os
 import sys
 
+import ml_collections
 from absl import flags
 
 from jaxtrans import tasks
 from jaxtrans.errors import UserError
-from jaxtrans.programs.cli import fail, parse_flags, run
+from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
                    [--batch_size N] [--max_extra_length N]
                    [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
+       python evaluate.py --init_from HF_DIR --task NAME [--config FILE [--config.KEY=VALUE]]
+                   [--input FILE|- [--output FILE]] [--outdir OUT [--split test|dev]]
 
 Without --input or --plot_attention: scores the split with the run's task and writes
 DIR/eval/{split}-step{N}[-avgK]-{DECODING}.json (translation: BLEU/chrF, the lines read,
@@ -29,7 +37,26 @@ skipped and scored, and examples, also .md and .hyp.txt; DECODING is greedy or b
 plus -alphaA and -maxextraN where they differ from the run config) or
 DIR/eval/{split}-step{N}[-avgK].json (BERT: the task's metrics). The split defaults to
 the task's own (translation and classification: test; pretraining: dev). Decoding
-settings default to the run config's eval section."""
+settings default to the run config's eval section.
+
+--input FILE ('-': stdin): one answer a line, written to --output (default stdout).
+Translation: the translation. BERT tasks answer one JSON object a line; a TAB in a line
+separates sentences A and B. bert_pretraining fills each literal [MASK]:
+  {"text": "Paris is the [MASK] of France .", "masks": [{"position": 4, "predictions":
+   [{"token": "capital", "id": 11, "probability": 0.41}, ... 5 in all]}]}
+(position: the mask's index in [CLS] A [SEP] B [SEP]; a line without [MASK] is an error).
+bert_classification labels each line:
+  {"text": "a fine film", "label": "pos", "probability": 0.93,
+   "probabilities": {"neg": 0.07, "pos": 0.93}}
+
+--init_from HF_DIR --task NAME (instead of --workdir): a Hugging Face BERT directory
+(config.json, weights, vocab.txt) as task NAME, untrained: its weights must hold the
+task's head (bert_pretraining: a BertForPreTraining or BertForMaskedLM directory;
+bert_classification: BertForSequenceClassification, labels from its id2label). --config
+FILE gives the data and eval sections (e.g. configs/bert_classify.py with
+--config.data.classification_test=FILE); scoring a split then needs --outdir, where
+{split}-step0.json goes. --checkpoint cannot be given: the directory has one set of
+weights."""
 
 # Task settings passed on to the task (None where not given).
 OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")
@@ -72,10 +99,10 @@ def refuse(task: tasks.Task, flag: str, attribute: str) -> None:
     """UserError unless ``task`` can do what ``flag`` asks; names the tasks that can."""
     if getattr(task, attribute):
         return
-    able = [name for name in tasks.TASKS if getattr(tasks.task_class(name), attribute)]
-    raise UserError(
-        f"{task.workdir} is a {task.name} workdir; {flag} needs a {' or '.join(able)} workdir"
-    )
+    able = " or ".join(n for n in tasks.TASKS if getattr(tasks.task_class(n), attribute))
+    if task.workdir:
+        raise UserError(f"{task.workdir} is a {task.name} workdir; {flag} needs a {able} workdir")
+    raise UserError(f"--task {task.name} cannot answer {flag}; it needs a {able} task")
 
 
 def check_writable(path: str, flag: str, *, is_file: bool = False) -> None:
@@ -98,13 +125,18 @@ def _define(values: flags.FlagValues) -> None:
     def string(name, default, help_):
         flags.DEFINE_string(name, default, help_, flag_values=values)
 
+    define_config_flag(values)
     string("workdir", None, "Run directory written by train.py.")
+    string("init_from", None, "A Hugging Face BERT directory to ask, untrained (with --task).")
+    string("task", None, "The task to put on the --init_from directory, e.g. bert_pretraining.")
     string("split", "test", "Split to evaluate: test or dev (default: the task's first).")
     string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
     string("input", None, "Translate this file, one sentence a line ('-': stdin).")
     string("output", None, "Where --input translations (default stdout) or the PNG go.")
     string("plot_attention", None, "Draw the cross-attention of this sentence as a PNG.")
-    string("outdir", None, "Directory of the reports (default DIR/eval).")
+    string(
+        "outdir", None, "Directory of the reports (default DIR/eval; with --init_from: required)."
+    )
     for name, help_ in (
         ("beam_size", "Beam size (1 = greedy)."),
         ("batch_size", "Sentences per decoding batch."),
@@ -116,11 +148,55 @@ def _define(values: flags.FlagValues) -> None:
     )
 
 
+def check_source_flags(values: flags.FlagValues) -> None:
+    """Exactly one of --workdir DIR and --init_from HF_DIR --task NAME, and only the flags
+    that go with it; a one-line error (exit 2) otherwise."""
+    if values.workdir and values.init_from:
+        fail("give either --workdir (a trained run) or --init_from (a Hugging Face directory)")
+    if not values.workdir and not values.init_from:
+        fail(
+            "--workdir is required, e.g. --workdir runs/demo (or --init_from HF_DIR --task "
+            "NAME for a Hugging Face directory)"
+        )
+    if values.workdir:
+        for flag in ("task", "config"):
+            if values[flag].present:
+                fail(
+                    f"--{flag} goes with --init_from; a workdir's task and settings are its "
+                    "config.json"
+                )
+        return
+    if not values.task:
+        fail("--init_from needs --task NAME: the task to put on the directory (see --help)")
+    if values.checkpoint != "latest":
+        fail(
+            f"--checkpoint {values.checkpoint}: a Hugging Face directory has one set of "
+            "weights; leave --checkpoint out"
+        )
+    if values.plot_attention is None and values.input is None and not values.outdir:
+        fail(
+            "--outdir is required to score a split of an --init_from directory: the reports "
+            "go there"
+        )
+    config = values.config
+    if config is not None:
+        for section in ("data", "eval"):
+            if not isinstance(config.get(section), ml_collections.ConfigDict):
+                fail(
+                    f"--config: the config has no {section} section; give a run config "
+                    "such as configs/bert_classify.py"
+                )
+        if config.get("task") not in (None, values.task):
+            fail(
+                f"--config is a {config.task} config but --task is {values.task}; give a "
+                "config of that task"
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     values = parse_flags(argv, _define, USAGE)
-    if not values.workdir:
-        fail("--workdir is required, e.g. --workdir runs/demo")
+    check_source_flags(values)
     if values.input is not None and values.plot_attention is not None:
         fail("give either --input or --plot_attention, not both")
     if values.output is not None and values.input is None and values.plot_attention is None:
@@ -130,10 +206,13 @@ def main(argv: list[str] | None = None) -> None:
     common = dict(
         checkpoint=values.checkpoint, options={name: values[name].value for name in OPTIONS}
     )
-    outdir = values.outdir or os.path.join(values.workdir, "eval")
+    outdir = values.outdir or os.path.join(values.workdir or ".", "eval")
 
     def evaluate() -> None:
-        task = tasks.restore_task(values.workdir)
+        if values.init_from:
+            task = tasks.pretrained_task(values.task, values.init_from, values.config)
+        else:
+            task = tasks.restore_task(values.workdir)
         if values.input is not None:
             refuse(task, "--input", "predicts")
             if values.output is not None:

@@ -1,14 +1,16 @@
 """BERT fine-tuning for single-sentence or sentence-pair classification, from TSV/JSONL
 files or a prepared TFDS GLUE task, starting from ``init_from`` (a pretraining workdir or
-a Hugging Face checkpoint). Reports accuracy, and F1 of the second label for binary tasks.
+a Hugging Face checkpoint). Reports accuracy, and F1 of the second label for binary tasks;
+labels each input line (``predict``).
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 
 from jaxtrans.data import bert_pipeline, classification, glue
 from jaxtrans.data.bert_tokenizer import BertTokenizer
@@ -16,7 +18,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig, BertForClassification
 from jaxtrans.models.flops import bert_classification_flops
 from jaxtrans.models.huggingface import graft_params
-from jaxtrans.tasks import bert_init
+from jaxtrans.tasks import bert_init, bert_predict
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import (
     FINE_TUNING_FIELDS,
@@ -67,6 +69,9 @@ class BertClassificationTask(BertTask):
     splits = ("test", "dev")
     headline = ("accuracy",)
     shape_fields = (*BertTask.shape_fields, "num_labels")
+    predicts = True
+    huggingface_architectures = ("BertForSequenceClassification",)
+    head_params = ("classifier",)
 
     def __init__(
         self,
@@ -83,6 +88,7 @@ class BertClassificationTask(BertTask):
         self.data = ClassificationData(run_config.data)
         self._train_examples = train_examples
         self._splits: dict[str, list | None] = {}
+        self._probabilities = jax.jit(self.probabilities)
         check_sequence_length(model_config, run_config.data.max_seq_length)
 
     @classmethod
@@ -205,6 +211,55 @@ class BertClassificationTask(BertTask):
 
     def report_extras(self) -> dict[str, Any]:
         return {"labels": self.labels}
+
+    def probabilities(self, params, batch: Batch) -> jnp.ndarray:
+        """The labels' probabilities of each row: float32 [batch, num_labels]."""
+        logits = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+        )
+        return jax.nn.softmax(logits, axis=-1)
+
+    def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
+        """The label of each line (a TAB separates the texts of a pair task), encoded and
+        truncated as the training examples are. One JSON object a line: ``{"text",
+        ["text_b",] "label", "probability", "probabilities": {label: probability}}``, the
+        label being the most probable."""
+        limit = self.config.data.max_seq_length
+        encode = classification.EncodeExample(self.tokenizer, self.labels, limit)
+        rows, texts = [], []
+        for number, line in enumerate(lines, 1):
+            text, text_b = bert_predict.input_texts(line, number)
+            row = encode(classification.LabelledText(self.labels[0], text, text_b))
+            rows.append({**row, "attention_mask": np.ones_like(row["input_ids"])})
+            texts.append(bert_predict.text_fields(text, text_b))
+        if not rows:
+            return []
+        restored = self.restore_params(checkpoint)
+        length = bert_predict.padded_length(max(len(r["input_ids"]) for r in rows), limit)
+        probabilities = bert_predict.run_batches(
+            self._probabilities,
+            restored.params,
+            rows,
+            bert_predict.batch_size(self.config, options),
+            dict.fromkeys(("input_ids", "token_type_ids", "attention_mask"), length),
+            {"input_ids": self.tokenizer.pad_id},
+        )
+        records = []
+        for fields, p in zip(texts, probabilities, strict=True):
+            best = int(np.argmax(p))
+            record = {
+                **fields,
+                "label": self.labels[best],
+                "probability": bert_predict.probability(p[best]),
+                "probabilities": dict(
+                    zip(self.labels, map(bert_predict.probability, p), strict=True)
+                ),
+            }
+            records.append(bert_predict.json_line(record))
+        return records
 
     def step_flops(self) -> float:
         data = self.config.data

@@ -1,9 +1,9 @@
 """BERT pretraining: masked-LM + next-sentence prediction on plain text (or the demo
 corpus), with a SentencePiece vocabulary trained into the workdir or the WordPiece
 vocabulary of ``data.hf_checkpoint``; evaluated on held-out text (``data.dev``, or the
-demo corpus's dev documents)."""
+demo corpus's dev documents); asked to fill each ``[MASK]`` of a text (``predict``)."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -11,11 +11,12 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxtrans.data import bert_pipeline
+from jaxtrans.data.bert_config import get_bert_data_config
 from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig, BertForPretraining
 from jaxtrans.models.flops import bert_pretraining_flops
-from jaxtrans.tasks import bert_init
+from jaxtrans.tasks import bert_init, bert_predict
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import (
     BertTask,
@@ -25,6 +26,9 @@ from jaxtrans.tasks.bert import (
 )
 from jaxtrans.tasks.bert_objectives import pretraining_sums, summarize_pretraining
 
+# Predictions reported at each [MASK] of an input line.
+TOP_K = 5
+
 
 class BertPretrainingTask(BertTask):
     """Masked-LM + next-sentence pretraining; loss = mean MLM loss + mean NSP loss."""
@@ -33,6 +37,12 @@ class BertPretrainingTask(BertTask):
     model_class = BertForPretraining
     splits = ("dev",)
     headline = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
+    predicts = True
+    # A masked-LM checkpoint has no next-sentence head (nor pooler): filling masks needs
+    # only the masked-LM head.
+    huggingface_architectures = ("BertForPreTraining", "BertForMaskedLM")
+    head_params = ("mlm_head",)
+    pretrained_data_defaults = get_bert_data_config().to_dict()
 
     def __init__(
         self,
@@ -45,6 +55,7 @@ class BertPretrainingTask(BertTask):
         super().__init__(run_config, model_config, tokenizer)
         self.documents = documents
         self._dev_batches: list[Batch] | None = None
+        self._top_predictions = jax.jit(self.top_predictions)
         check_sequence_length(model_config, run_config.data.max_seq_length)
 
     @classmethod
@@ -125,10 +136,11 @@ class BertPretrainingTask(BertTask):
 
     def split_batches(self, split: str) -> list[Batch] | None:
         """Held-out batches of "dev" (``data.dev``, or the demo dev documents when training
-        on the demo corpus); None when there is no held-out text."""
+        on the demo corpus); None when there is no held-out text (a Hugging Face directory
+        asked with evaluate.py --init_from has only ``data.dev``)."""
         self.check_split(split)
         data = self.config.data
-        if data.train and not data.dev:
+        if (data.train or self.pretrained_path) and not data.dev:
             return None
         if self._dev_batches is None:
             self._dev_batches = bert_pipeline.pretraining_eval_batches(
@@ -145,3 +157,75 @@ class BertPretrainingTask(BertTask):
         return bert_pretraining_flops(
             self.model_config, data.batch_size, data.max_seq_length, data.max_predictions_per_seq
         )
+
+    # ----------------------------------------------------------------- filling masks
+
+    def top_predictions(self, params, batch: Batch) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """(probabilities, ids), each [batch, masks, TOP_K]: the most probable vocabulary
+        entries at ``batch["masked_positions"]`` [batch, masks], most probable first."""
+        logits, _ = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            batch["masked_positions"],
+        )
+        k = min(TOP_K, self.model_config.vocab_size)
+        return jax.lax.top_k(jax.nn.softmax(logits, axis=-1), k)
+
+    def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
+        """Fill every ``[MASK]`` of each line (a TAB separates sentences A and B). One JSON
+        object a line: ``{"text", ["text_b",] "masks": [{"position", "predictions":
+        [{"token", "id", "probability"}, ...]}]}``, one entry per [MASK] in order, its
+        TOP_K predictions most probable first; ``position`` is the mask's index in
+        ``[CLS] A [SEP] B [SEP]`` ([CLS] = 0). A line without [MASK], or longer than
+        data.max_seq_length tokens, is a UserError naming it."""
+        tokenizer, limit = self.tokenizer, self.config.data.max_seq_length
+        rows, texts = [], []
+        for number, line in enumerate(lines, 1):
+            text, text_b = bert_predict.input_texts(line, number)
+            row = bert_predict.encode_pair(tokenizer, text, text_b)
+            (positions,) = (row["input_ids"] == tokenizer.mask_id).nonzero()
+            if not len(positions):
+                raise UserError(
+                    f"--input line {number} has no [MASK]; write [MASK] where a token is to "
+                    "be predicted"
+                )
+            if len(row["input_ids"]) > limit:
+                raise UserError(
+                    f"--input line {number} is {len(row['input_ids'])} tokens with [CLS] and "
+                    f"[SEP], more than data.max_seq_length={limit}; shorten it"
+                )
+            rows.append({**row, "masked_positions": positions.astype("int32")})
+            texts.append(bert_predict.text_fields(text, text_b))
+        if not rows:
+            return []
+        restored = self.restore_params(checkpoint)
+        length = bert_predict.padded_length(max(len(r["input_ids"]) for r in rows), limit)
+        masks = max(len(row["masked_positions"]) for row in rows)
+        probabilities, ids = bert_predict.run_batches(
+            self._top_predictions,
+            restored.params,
+            rows,
+            bert_predict.batch_size(self.config, options),
+            {
+                **dict.fromkeys(("input_ids", "token_type_ids", "attention_mask"), length),
+                "masked_positions": masks,
+            },
+            {"input_ids": tokenizer.pad_id},
+        )
+        records = []
+        for i, (row, fields) in enumerate(zip(rows, texts, strict=True)):
+            filled = []
+            for j, position in enumerate(row["masked_positions"]):
+                predictions = [
+                    {
+                        "token": tokenizer.id_to_piece(token),
+                        "id": int(token),
+                        "probability": bert_predict.probability(p),
+                    }
+                    for token, p in zip(ids[i, j], probabilities[i, j], strict=True)
+                ]
+                filled.append({"position": int(position), "predictions": predictions})
+            records.append(bert_predict.json_line({**fields, "masks": filled}))
+        return records
