@@ -22,10 +22,11 @@ from jaxtrans.tasks import pretrained_task
 from jaxtrans.tasks.bert_predict import encode_pair
 
 TOL = 1e-5
-VOCAB = (
-    "[PAD] [UNK] [CLS] [SEP] [MASK] paris is the capital of france . city river a big small "
-    "rome italy berlin germany ##s , and"
-).split()
+VOCAB = [
+    *("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "paris", "is", "the", "capital", "of"),
+    *("france", ".", "city", "river", "a", "big", "small", "rome", "italy", "berlin"),
+    *("germany", "##s", ",", "and"),
+]
 SMALL = dict(
     vocab_size=len(VOCAB),
     hidden_size=32,
@@ -189,9 +190,15 @@ def test_mask_is_one_piece_for_sentencepiece_and_wordpiece(masked_lm, tmp_path):
         sentences, model_file, vocab_size=40, model_type="unigram", character_coverage=1.0
     )
     sentencepiece = SentencePieceBertTokenizer(model_file)
-    ids = encode_pair(sentencepiece, "the [MASK] of france", "[MASK]")["input_ids"].tolist()
-    assert ids.count(reserved.MASK_ID) == 2 and sentencepiece.id_to_piece(6) == "[MASK]"
+    ids = encode_pair(sentencepiece, "the [MASK] of france", "[MASK]", masks=True)["input_ids"]
+    # No word-boundary piece of its own before the mask ("▁the ▁ [MASK]", which encoding
+    # the whole text gives): "▁the [MASK] ▁of", as the masked training examples are.
+    the, of_france = sentencepiece.encode("the"), sentencepiece.encode("of france")
+    expected = [reserved.CLS_ID, *the, reserved.MASK_ID, *of_france, reserved.SEP_ID]
+    assert ids.tolist() == [*expected, reserved.MASK_ID, reserved.SEP_ID]
+    assert sentencepiece.id_to_piece(sentencepiece.encode("the [MASK]")[-2]) == "▁"
+    assert sentencepiece.id_to_piece(reserved.MASK_ID) == "[MASK]"
     wordpiece = pretrained_task("bert_pretraining", str(masked_lm[0])).tokenizer
     reference = transformers.BertTokenizerFast.from_pretrained(masked_lm[0])
-    row = encode_pair(wordpiece, "Paris [MASK]x [MASK].", "a[MASK]")
+    row = encode_pair(wordpiece, "Paris [MASK]x [MASK].", "a[MASK]", masks=True)
     assert row["input_ids"].tolist() == reference("Paris [MASK]x [MASK].", "a[MASK]")["input_ids"]

@@ -18,6 +18,8 @@ import numpy as np
 from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
 
+# What marks a token to predict in the text of a line.
+MASK_TEXT = "[MASK]"
 # Rows of a batch are padded to a power of two at least this long (few shapes to compile).
 MIN_LENGTH = 8
 
@@ -33,13 +35,29 @@ def input_texts(line: str, number: int) -> tuple[str, str | None]:
     return fields[0], fields[1] if len(fields) == 2 else None
 
 
-def encode_pair(tokenizer: BertTokenizer, text: str, text_b: str | None) -> dict[str, np.ndarray]:
+def encode_with_masks(tokenizer: BertTokenizer, text: str) -> list[int]:
+    """The ids of ``text`` with each literal ``[MASK]`` as the mask id, the text between
+    masks encoded on its own: as Hugging Face tokenizers treat a special token (for
+    WordPiece the same ids as encoding the whole text), and so that a SentencePiece model
+    puts no word-boundary piece ``▁`` of its own before a mask."""
+    parts = text.split(MASK_TEXT)
+    ids = tokenizer.encode(parts[0])
+    for part in parts[1:]:
+        ids = [*ids, tokenizer.mask_id, *tokenizer.encode(part)]
+    return ids
+
+
+def encode_pair(
+    tokenizer: BertTokenizer, text: str, text_b: str | None, masks: bool = False
+) -> dict[str, np.ndarray]:
     """``[CLS] text [SEP] (text_b [SEP])``, untruncated: input_ids, token_type_ids and
-    attention_mask (all ones), each int32 [tokens]."""
-    ids = [tokenizer.cls_id, *tokenizer.encode(text), tokenizer.sep_id]
+    attention_mask (all ones), each int32 [tokens]. ``masks``: encode with
+    ``encode_with_masks``."""
+    encode = (lambda t: encode_with_masks(tokenizer, t)) if masks else tokenizer.encode
+    ids = [tokenizer.cls_id, *encode(text), tokenizer.sep_id]
     types = [0] * len(ids)
     if text_b is not None:
-        b = [*tokenizer.encode(text_b), tokenizer.sep_id]
+        b = [*encode(text_b), tokenizer.sep_id]
         ids += b
         types += [1] * len(b)
     return {

@@ -184,7 +184,7 @@ class BertPretrainingTask(BertTask):
         rows, texts = [], []
         for number, line in enumerate(lines, 1):
             text, text_b = bert_predict.input_texts(line, number)
-            row = bert_predict.encode_pair(tokenizer, text, text_b)
+            row = bert_predict.encode_pair(tokenizer, text, text_b, masks=True)
             (positions,) = (row["input_ids"] == tokenizer.mask_id).nonzero()
             if not len(positions):
                 raise UserError(
