@@ -1,0 +1,261 @@
+"""Export to Hugging Face (python -m jaxtrans.export): transformers' BertFor* classes load
+what is written and compute what jaxtrans computes; from_huggingface gives a workdir's
+parameters back; the tokenizer files give the run's ids; bad input is one line, exit 2,
+nothing written."""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built and read locally
+
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+import torch
+import transformers
+from conftest import REPO, TINY_PRETRAINING
+
+from jaxtrans.data.bert_tokenizer import SentencePieceBertTokenizer
+from jaxtrans.data.huggingface_tokenizer import write_huggingface_tokenizer
+from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.export import main
+from jaxtrans.models.bert import (
+    BertConfig,
+    BertForClassification,
+    BertForPretraining,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+)
+from jaxtrans.models.huggingface import from_huggingface
+from jaxtrans.tasks import restore_task, train_and_evaluate
+from jaxtrans.tasks.bert_export import write_model_files
+
+TOL = 1e-5
+SMALL = dict(vocab_size=99, d_model=32, num_heads=4, d_ff=37, num_layers=2, max_len=24)
+# head kind: (jaxtrans model, transformers class, activation, labels)
+HEADS = {
+    "pretraining": (BertForPretraining, transformers.BertForPreTraining, "gelu", None),
+    "classification": (
+        BertForClassification, transformers.BertForSequenceClassification, "gelu_tanh",
+        ["neg", "neutral", "pos"],
+    ),
+    "token_classification": (
+        BertForTokenClassification, transformers.BertForTokenClassification, "relu",
+        ["O", "B-LOC", "I-LOC", "B-PER"],
+    ),
+    "question_answering": (
+        BertForQuestionAnswering, transformers.BertForQuestionAnswering, "gelu", None,
+    ),
+}  # fmt: skip
+
+
+def padded_batch():
+    """Ids, token types and attention mask [3, 12]: both segments, two padded rows."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, SMALL["vocab_size"], size=(3, 12))
+    mask = np.ones_like(ids)
+    mask[1, 9:] = 0
+    mask[2, 5:] = 0
+    ids = np.where(mask == 1, ids, 0)
+    types = np.zeros_like(ids)
+    types[0, 6:] = 1
+    types[1, 4:9] = 1
+    return ids, types, mask
+
+
+def random_params(model, seed):
+    """Initial parameters, every one perturbed (zero biases and unit LayerNorm scales
+    too), so that a tensor exported under the wrong name cannot go unnoticed."""
+    ids = np.ones((1, 4), np.int32)
+    params = nn.unbox(model.init(jax.random.key(seed), ids))["params"]
+    leaves, tree = jax.tree.flatten(params)
+    keys = jax.random.split(jax.random.key(seed + 100), len(leaves))
+    noisy = [x + 0.1 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys, strict=True)]
+    return jax.tree.unflatten(tree, noisy)
+
+
+@pytest.mark.parametrize("kind", HEADS)
+def test_transformers_loads_the_export_and_computes_what_jaxtrans_computes(kind, tmp_path):
+    ours, theirs, activation, labels = HEADS[kind]
+    cfg = BertConfig(
+        **SMALL, activation=activation, num_labels=len(labels or "xy"), dropout_rate=0.0
+    )
+    model = ours(cfg)
+    params = random_params(model, seed=len(kind))
+    write_model_files(tmp_path, params, cfg, theirs.__name__, labels)
+
+    reference, info = theirs.from_pretrained(
+        tmp_path, output_loading_info=True, attn_implementation="eager"
+    )
+    assert {k: v for k, v in info.items() if v} == {}  # no missing or unexpected tensors
+    reference.eval()
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    assert hf_config["architectures"] == [theirs.__name__]
+    if labels:
+        assert reference.config.id2label == dict(enumerate(labels))
+    ids, types, mask = padded_batch()
+    got = model.apply({"params": params}, ids, types, mask)
+    with torch.no_grad():
+        out = reference(
+            input_ids=torch.tensor(ids),
+            token_type_ids=torch.tensor(types),
+            attention_mask=torch.tensor(mask),
+        )
+    expected = {
+        "pretraining": (out.get("prediction_logits"), out.get("seq_relationship_logits")),
+        "classification": out.get("logits"),
+        "token_classification": out.get("logits"),
+        "question_answering": (out.get("start_logits"), out.get("end_logits")),
+    }[kind]
+    real = mask.astype(bool)
+    pairs = zip(got, expected, strict=True) if isinstance(got, tuple) else [(got, expected)]
+    for ours_out, theirs_out in pairs:
+        ours_out, theirs_out = np.asarray(ours_out), theirs_out.numpy()
+        if ours_out.ndim >= 2 and ours_out.shape[:2] == mask.shape:  # per token: real ones
+            ours_out, theirs_out = ours_out[real], theirs_out[real]
+        np.testing.assert_allclose(ours_out, theirs_out, rtol=0, atol=TOL)
+
+
+# ---------------------------------------------------------------------------------------
+# A trained workdir, through the program
+
+
+def export(*flags: str) -> None:
+    main(["jaxtrans.export", *flags])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """configs/bert_demo.py shrunk (conftest.TINY_PRETRAINING), trained 3 steps: a
+    SentencePiece run with a checkpoint at step 3."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from configs import bert_demo
+
+    workdir = tmp_path_factory.mktemp("pretraining")
+    config = bert_demo.get_config()
+    config.update_from_flattened_dict(
+        {**TINY_PRETRAINING, "train.num_steps": 3, "train.eval_every": 0}
+    )
+    train_and_evaluate(config, str(workdir))
+    return workdir
+
+
+def test_an_exported_pretraining_run_loads_back_to_its_own_parameters(trained, tmp_path, capsys):
+    output = tmp_path / "exported"
+    export("--workdir", str(trained), "--output", str(output))
+    assert "wrote" in capsys.readouterr().out
+    assert sorted(p.name for p in output.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"
+    ]  # fmt: skip
+    task = restore_task(str(trained))
+    params = jax.device_get(task.restore_params().params)
+    loaded = from_huggingface(output)
+    assert loaded.config == task.model_config.replace(
+        num_labels=loaded.config.num_labels, classifier_dropout_rate=None
+    )
+    assert jax.tree.structure(loaded.params) == jax.tree.structure(params)
+    for a, b in zip(jax.tree.leaves(loaded.params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b, np.float32))
+    _, info = transformers.BertForPreTraining.from_pretrained(output, output_loading_info=True)
+    assert {k: v for k, v in info.items() if v} == {}
+
+
+def test_the_exported_sentencepiece_tokenizer_gives_the_runs_ids(trained, tmp_path):
+    output = tmp_path / "exported"
+    export("--workdir", str(trained), "--output", str(output))
+    ours = SentencePieceBertTokenizer(trained / "bert_tokenizer" / "spm.model")
+    theirs = transformers.AutoTokenizer.from_pretrained(output)
+    texts = [
+        "The old man walked to the river.",
+        "  extra   spaces\tand a tab  ",
+        "Ｆｕｌｌ-width, café, naïve, 東京 and zzqx?",
+        "",
+    ]
+    for text in texts:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), text
+    pair = theirs("the [MASK] walked", "to the river")
+    expected_a = [*ours.encode("the"), ours.mask_id, *ours.encode("walked")]
+    b = ours.encode("to the river")
+    assert pair["input_ids"] == [ours.cls_id, *expected_a, ours.sep_id, *b, ours.sep_id]
+    assert pair["token_type_ids"] == [0] * (len(expected_a) + 2) + [1] * (len(b) + 1)
+    assert (theirs.pad_token_id, theirs.mask_token_id) == (ours.pad_id, ours.mask_id)
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_the_exported_wordpiece_tokenizer_keeps_the_runs_options(tmp_path, lowercase):
+    run = tmp_path / "bert_tokenizer"
+    run.mkdir()
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "The", "river", "##s"]
+    pieces += ["walk", "##ed", "café", "cafe", ",", "."]
+    (run / "vocab.txt").write_text("\n".join(pieces) + "\n")
+    (run / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}))
+    output = tmp_path / "exported"
+    output.mkdir()
+    assert write_huggingface_tokenizer(run, output, max_length=24) == []
+    ours = WordPieceTokenizer.from_huggingface(run)
+    theirs = transformers.AutoTokenizer.from_pretrained(output)
+    for text in ("The rivers walked, Café.", "the [MASK] walked"):
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line, exit status 2, nothing written
+
+
+def refused(capsys, *flags: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        export(*flags)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.fixture
+def pre_ln_workdir(trained, tmp_path):
+    """The trained run's config (model.norm='pre' instead) and tokenizer. The setting is
+    refused before any checkpoint is read, so it needs none."""
+    workdir = tmp_path / "pre_ln"
+    workdir.mkdir()
+    config = json.loads((trained / "config.json").read_text())
+    config["model"]["norm"] = "pre"
+    (workdir / "config.json").write_text(json.dumps(config))
+    os.symlink(trained / "bert_tokenizer", workdir / "bert_tokenizer")
+    return workdir
+
+
+def test_a_setting_hugging_face_bert_lacks_is_refused(pre_ln_workdir, tmp_path, capsys):
+    output = tmp_path / "exported"
+    err = refused(capsys, "--workdir", str(pre_ln_workdir), "--output", str(output))
+    assert "model.norm='pre'" in err and "Post-LN" in err
+    assert not output.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_existing_output_is_never_overwritten(trained, tmp_path, capsys):
+    output = tmp_path / "exported"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    err = refused(capsys, "--workdir", str(trained), "--output", str(output))
+    assert "exists and is not empty" in err
+    assert [p.name for p in output.iterdir()] == ["notes.txt"]
+    err = refused(capsys, "--workdir", str(trained), "--output", str(output / "notes.txt"))
+    assert "is a file" in err
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ((), "--workdir is required"),
+        (("--workdir", "{run}"), "--output is required"),
+        (("--workdir", "{tmp}/nothing", "--output", "{tmp}/out"), "no config.json"),
+        (("--workdir", "{run}", "--output", "{tmp}/out", "--checkpoint", "7"), "step 7"),
+        (("--workdir", "{run}", "--output", "{tmp}/out", "--nope=1"), "nope"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(trained, tmp_path, capsys, flags, says):
+    flags = [f.format(run=trained, tmp=tmp_path) for f in flags]
+    assert says in refused(capsys, *flags)
+    assert not (tmp_path / "out").exists()
