@@ -18,6 +18,7 @@ conlleval's (and seqeval's) on the same tags.
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -71,6 +72,11 @@ class BertTokenClassificationTask(BertTask):
         super().__init__(run_config, model_config, tokenizer)
         self.source = source
         self.labels = [x for x in run_config.data.get("labels", "").split(",") if x]
+        if not self.labels:
+            raise UserError(
+                "the model's tags are not known: a Hugging Face config.json needs id2label "
+                "(e.g. O, B-PER, I-PER), or give --config.data.labels in model order"
+            )
         if len(self.labels) != model_config.num_labels:
             raise UserError(
                 f"the model has {model_config.num_labels} labels but data.labels (or "
@@ -259,7 +265,8 @@ class BertTokenClassificationTask(BertTask):
             print(
                 f"{split}: {split_count} of {len(words)} sentences are longer than "
                 f"max_seq_length={data.max_seq_length} pieces; each is cut into windows of "
-                "whole words (every word keeps its tag)"
+                "whole words (every word keeps its tag)",
+                file=sys.stderr,  # stdout may carry --input answers
             )
         return windows
 

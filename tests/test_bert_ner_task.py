@@ -1,0 +1,304 @@
+"""The bert_token_classification task end to end: train.py + evaluate.py (--workdir and
+--input) on tiny CoNLL files, reports equal to seqeval on the task's own predictions, a
+Chinese character-level run, and a Hugging Face BertForTokenClassification directory
+predicting as transformers does."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from seqeval.metrics import f1_score, precision_score, recall_score
+
+from jaxtrans import tasks
+from jaxtrans.data.conll import TaggedSentence, write_conll
+from jaxtrans.data.ner_demo import demo_sentences
+from jaxtrans.data.words import split_words
+from jaxtrans.errors import UserError
+from jaxtrans.inference.entities import convert_tags, count_entities, entity_spans
+from jaxtrans.programs.evaluate import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from configs import bert_ner_demo  # noqa: E402
+
+# configs/bert_ner_demo.py shrunk to seconds.
+TINY = {
+    "model.d_model": 32,
+    "model.num_heads": 2,
+    "model.d_ff": 64,
+    "model.num_layers": 1,
+    "model.max_len": 20,
+    "model.dropout_rate": 0.0,
+    "data.max_seq_length": 20,
+    "data.vocab_size": 300,
+    "data.batch_size": 8,
+    "data.tag_scheme": "iobes",
+    "optimizer.schedule": "constant",
+    "optimizer.learning_rate": 3e-3,
+    "train.num_steps": 4,
+    "train.log_every": 2,
+    "train.eval_every": 4,
+    "train.checkpoint_every": 4,
+    "train.async_checkpoints": False,
+    "eval.batch_size": 8,
+}
+
+
+def in_iobes(sentences):
+    return [TaggedSentence(s.words, tuple(convert_tags(s.tags, "iobes"))) for s in sentences]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """configs/bert_ner_demo.py (tiny) trained through train.py on IOBES files."""
+    data = tmp_path_factory.mktemp("ner_files")
+    write_conll(in_iobes(demo_sentences("train", 60)), data / "train.txt")
+    write_conll(in_iobes(demo_sentences("dev", 12)), data / "dev.txt")
+    write_conll(in_iobes(demo_sentences("test", 10)), data / "test.txt")
+    workdir = tmp_path_factory.mktemp("ner_run")
+    flags = [f"--config.{k}={v}" for k, v in TINY.items()]
+    flags += [f"--config.data.ner_{split}={data}/{split}.txt" for split in ("train", "dev", "test")]
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config", "configs/bert_ner_demo.py",
+         "--workdir", str(workdir), *flags],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir, data
+
+
+def evaluate_py(monkeypatch, capsys, *flags: str, stdin: str = "") -> str:
+    """evaluate.py (in this process, to save an interpreter start) -> what it printed."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    capsys.readouterr()
+    main(["evaluate.py", *flags])
+    return capsys.readouterr().out
+
+
+def test_training_logs_dev_entity_scores_and_keeps_bio_labels(trained):
+    workdir, _ = trained
+    with open(workdir / "metrics.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    (dev,) = [r for r in records if r.get("split") == "dev"]
+    assert {"loss", "accuracy", "precision", "recall", "f1"} <= set(dev)
+    config = json.loads((workdir / "config.json").read_text())
+    assert config["data"]["labels"] == "O,B-LOC,I-LOC,B-ORG,I-ORG,B-PER,I-PER"
+    assert config["model"]["num_labels"] == 7
+    assert (workdir / "bert_tokenizer" / "spm.model").is_file()
+
+
+def test_evaluate_py_writes_entity_scores_of_the_test_split(trained, monkeypatch, capsys):
+    workdir, _ = trained
+    printed = evaluate_py(monkeypatch, capsys, "--workdir", str(workdir))
+    assert "test (10 sentences" in printed and "f1" in printed
+    report = json.loads((workdir / "eval" / "test-step4.json").read_text())
+    assert report["sentences"] == 10 and report["split"] == "test"
+    for key in ("precision", "recall", "f1", "accuracy", "loss"):
+        assert 0 <= report[key] <= 1 or key == "loss", report
+    assert set(report["by_type"]) <= {"PER", "LOC", "ORG"}
+
+
+def test_evaluate_py_input_prints_entities_with_character_offsets(trained, monkeypatch, capsys):
+    workdir, _ = trained
+    lines = ["Talia Renvik visited Port Elvara on Monday.", "", "  Prices rose again ."]
+    printed = evaluate_py(
+        monkeypatch, capsys, "--workdir", str(workdir), "--input", "-", stdin="\n".join(lines)
+    )
+    outputs = [json.loads(line) for line in printed.splitlines()]
+    assert [o["text"] for o in outputs] == lines
+    assert outputs[1]["entities"] == []
+    for output in outputs:
+        for entity in output["entities"]:
+            assert output["text"][entity["start"] : entity["end"]] == entity["text"]
+            assert entity["entity"] in ("PER", "LOC", "ORG") and 0 < entity["score"] <= 1
+
+
+def seqeval_scores(gold, predicted):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [f(gold, predicted) for f in (precision_score, recall_score, f1_score)]
+
+
+def test_report_equals_seqeval_on_the_tasks_own_predictions_with_windows(trained, tmp_path):
+    workdir, _ = trained
+    task = tasks.restore_task(str(workdir))
+    # Most dev sentences are longer than 20 pieces: they are cut into windows.
+    _, windows, _ = task.split_data("dev")
+    assert len(windows) > 12
+    report = task.evaluate("dev", outdir=str(tmp_path))
+    _, gold, predicted, _, _ = task.tag_split("dev", task.restore_params().params)
+    assert all(g[0][:2] in ("O", "B-", "S-") for g in gold if g)  # gold is the IOBES file's
+    counts = count_entities(gold, predicted)
+    assert report["entities"] == {
+        "correct": counts.correct, "predicted": counts.predicted, "gold": counts.gold
+    }  # fmt: skip
+    expected = seqeval_scores(gold, predicted)
+    assert [report[k] for k in ("precision", "recall", "f1")] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_dev_file_with_an_unknown_entity_type_names_its_line(trained, tmp_path):
+    workdir, _ = trained
+    (tmp_path / "dev.txt").write_text("Anna S-PER\n\nAcme S-COMPANY\n")
+    task = tasks.restore_task(str(workdir))
+    task.config.data.ner_dev = str(tmp_path / "dev.txt")
+    with pytest.raises(UserError, match=r"dev.txt:3: the model has no label B-COMPANY"):
+        task.split_data("dev")
+
+
+# --------------------------------------------------------------------------- Chinese
+
+PEOPLE, PLACES = ["张三", "李四", "王小明"], ["北京", "上海", "广州"]
+
+
+def chinese_sentences():
+    """One character a word: PER 在 LOC 工作 。 and LOC 欢迎 PER 。"""
+    sentences = []
+    for person in PEOPLE:
+        for place in PLACES:
+            for chars, kinds in (
+                ([person, "在", place, "工作", "。"], ["PER", "O", "LOC", "O", "O"]),
+                ([place, "欢迎", person, "。"], ["LOC", "O", "PER", "O"]),
+            ):
+                words, tags = [], []
+                for text, kind in zip(chars, kinds, strict=True):
+                    words += list(text)
+                    if kind == "O":
+                        tags += ["O"] * len(text)
+                    else:
+                        tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(text) - 1)
+                sentences.append(TaggedSentence(tuple(words), tuple(tags)))
+    return sentences
+
+
+def test_chinese_characters_train_evaluate_and_predict_entities_at_their_offsets(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += sorted({c for s in chinese_sentences() for c in s.words})
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    write_conll(chinese_sentences(), tmp_path / "train.txt")
+    config = bert_ner_demo.get_config()
+    config.update_from_flattened_dict(
+        {**TINY, "data.tag_scheme": "bio", "train.num_steps": 60, "train.eval_every": 60,
+         "train.checkpoint_every": 60, "train.log_every": 60, "model.d_model": 64,
+         "optimizer.learning_rate": 5e-3, "data.hf_checkpoint": str(tmp_path / "vocab"),
+         "data.ner_train": str(tmp_path / "train.txt"),
+         "data.ner_dev": str(tmp_path / "train.txt")}
+    )  # fmt: skip
+    workdir = str(tmp_path / "run")
+    tasks.train_and_evaluate(config, workdir)
+    task = tasks.restore_task(workdir)
+    assert task.evaluate("dev")["f1"] == 1.0
+    lines = ["李四在广州工作。", " 广州欢迎王小明。"]
+    outputs = [json.loads(line) for line in task.predict(lines)]
+    found = [
+        [(e["entity"], e["text"], e["start"], e["end"]) for e in o["entities"]] for o in outputs
+    ]
+    assert found == [
+        [("PER", "李四", 0, 2), ("LOC", "广州", 3, 5)],
+        [("LOC", "广州", 1, 3), ("PER", "王小明", 5, 8)],
+    ]
+
+
+# ------------------------------------------------------------ a Hugging Face directory
+
+HF_VOCAB = [
+    *("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "in", "of", "to", ".", ","),
+    *("anna", "berg", "lives", "oslo", "new", "york", "works", "for", "acme", "bank"),
+    *("##s", "##er", "##a", "met", "paris", "and"),
+]
+
+
+def save_huggingface_tagger(directory, labels):
+    """A random BertForTokenClassification with ``labels`` as id2label, its vocab.txt and
+    tokenizer files; the classifier is scaled up so that the argmax is far from ties."""
+    directory.mkdir()
+    (directory / "vocab.txt").write_text("\n".join(HF_VOCAB) + "\n")
+    transformers.BertTokenizerFast(str(directory / "vocab.txt")).save_pretrained(directory)
+    config = transformers.BertConfig(
+        vocab_size=len(HF_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=128, num_labels=len(labels),
+        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)},
+        attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.BertForTokenClassification(config).eval()
+    with torch.no_grad():
+        model.classifier.weight.mul_(100.0)
+    model.save_pretrained(directory)
+    return model
+
+
+LINES = [
+    "Anna Berg lives in Oslo.",
+    "Berger works for Acme Bank, New York.",
+    "Anna met Annas and the Bergers in Paris",
+]
+
+
+@pytest.mark.parametrize(
+    "labels", [["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], ["O", "B-ORG", "I-ORG", "E-ORG", "S-ORG"]]
+)
+def test_a_huggingface_tagger_predicts_the_argmax_of_transformers_logits(
+    tmp_path, labels, monkeypatch, capsys
+):
+    reference = save_huggingface_tagger(tmp_path / "hf", labels)
+    task = tasks.pretrained_task("bert_token_classification", str(tmp_path / "hf"))
+    params = task.restore_params().params
+    hf_tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path / "hf")
+    words = [split_words(line) for line in LINES]
+    _, windows, batches = task.batched([[w.text for w in ws] for ws in words], "x", False)
+    _, ids, probs = task.run(params, windows, batches, [len(ws) for ws in words])
+    printed = evaluate_py(
+        monkeypatch, capsys, "--init_from", str(tmp_path / "hf"),
+        "--task", "bert_token_classification", "--input", "-", stdin="\n".join(LINES),
+    )  # fmt: skip
+    outputs = [json.loads(line) for line in printed.splitlines()]
+    for line, ws, ours, our_probs, output in zip(LINES, words, ids, probs, outputs, strict=True):
+        encoded = hf_tokenizer([w.text for w in ws], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            logits = reference(**encoded).logits[0].numpy()
+        word_ids = encoded.word_ids()
+        first = [i for i, w in enumerate(word_ids) if w is not None and w != word_ids[i - 1]]
+        expected = logits[first].argmax(-1)
+        assert ours.tolist() == expected.tolist()
+        top = np.exp(logits[first] - logits[first].max(-1, keepdims=True))
+        np.testing.assert_allclose(our_probs, (top / top.sum(-1, keepdims=True)).max(-1), atol=1e-5)
+        spans = entity_spans([labels[i] for i in expected])
+        assert [(e["entity"], e["start"], e["end"]) for e in output["entities"]] == [
+            (s.type, ws[s.start].start, ws[s.end - 1].end) for s in spans
+        ]
+        assert all(line[e["start"] : e["end"]] == e["text"] for e in output["entities"])
+    assert any(o["entities"] for o in outputs)
+
+
+def test_a_huggingface_tagger_evaluates_a_conll_file(tmp_path):
+    save_huggingface_tagger(tmp_path / "hf", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"])
+    (tmp_path / "test.txt").write_text("Anna B-PER\nBerg I-PER\nin O\nOslo B-LOC\n")
+    config = bert_ner_demo.get_config()
+    config.data.ner_test = str(tmp_path / "test.txt")
+    task = tasks.pretrained_task("bert_token_classification", str(tmp_path / "hf"), config)
+    report = task.evaluate("test", outdir=str(tmp_path / "eval"))
+    assert report["entities"]["gold"] == 2 and report["words"] == 4
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (["O", "PERSON"], r"'PERSON' is not an entity tag.*id2label"),
+        (["LABEL_0", "LABEL_1"], r"tags are not known: a Hugging Face config.json needs id2label"),
+    ],
+)
+def test_a_huggingface_model_without_entity_tags_is_a_user_error(tmp_path, labels, message):
+    save_huggingface_tagger(tmp_path / "hf", labels)
+    with pytest.raises(UserError, match=message):
+        tasks.pretrained_task("bert_token_classification", str(tmp_path / "hf"))
