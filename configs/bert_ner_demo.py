@@ -14,14 +14,17 @@ sentences reaches a dev entity F1 above 0.9 (docs/bert.md).
 
 import ml_collections
 
-from configs import bert_base, bert_ner
+from configs import bert_ner
+from configs._dataclass_section import dataclass_section
+from jaxtrans.models.bert import BertConfig
 
 
 def get_config() -> ml_collections.ConfigDict:
     config = bert_ner.get_config()
-    # No checkpoint: a fresh model of the shape below.
+    # No checkpoint: a fresh model of the shape below (the vocabulary size and pad id come
+    # from the tokenizer, the number of labels from the training data).
     config.init_from = ""
-    config.model = bert_base.get_model_config()
+    config.model = dataclass_section(BertConfig, exclude=("vocab_size", "pad_id", "num_labels"))
     config.model.d_model = 128
     config.model.num_heads = 4
     config.model.d_ff = 512
