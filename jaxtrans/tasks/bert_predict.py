@@ -109,6 +109,7 @@ def run_batches(
     """``forward(params, batch)`` (jitted) over ``rows`` in batches of ``size`` rows; the
     last batch is filled with padding rows, so every call has one shape. Returns the
     outputs (a pytree of arrays [batch, ...]) concatenated, one entry per row."""
+    size = min(size, len(rows))  # no batch of filler rows only (a huge --batch_size)
     outputs = []
     for start in range(0, len(rows), size):
         chunk = list(rows[start : start + size])
