@@ -12,6 +12,8 @@ import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
 
+import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 import torch
@@ -24,12 +26,13 @@ from jaxtrans.data.ner_demo import demo_sentences
 from jaxtrans.data.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference.entities import convert_tags, count_entities, entity_spans
+from jaxtrans.models.huggingface import from_huggingface
 from jaxtrans.programs.evaluate import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from configs import bert_ner_demo  # noqa: E402
+from configs import bert_ner, bert_ner_demo  # noqa: E402
 
 # configs/bert_ner_demo.py shrunk to seconds.
 TINY = {
@@ -302,3 +305,26 @@ def test_a_huggingface_model_without_entity_tags_is_a_user_error(tmp_path, label
     save_huggingface_tagger(tmp_path / "hf", labels)
     with pytest.raises(UserError, match=message):
         tasks.pretrained_task("bert_token_classification", str(tmp_path / "hf"))
+
+
+def test_fine_tuning_from_a_huggingface_directory_grafts_its_encoder_and_a_fresh_tagger(
+    tmp_path,
+):
+    save_huggingface_tagger(tmp_path / "hf", ["O", "B-PER", "I-PER"])
+    (tmp_path / "train.txt").write_text("Anna B-PER\nlives O\nin O\nOslo B-LOC\n")
+    config = bert_ner.get_config()
+    config.init_from = str(tmp_path / "hf")
+    config.data.ner_train = str(tmp_path / "train.txt")
+    config.data.max_seq_length = 16
+    task = tasks.load_task(config, str(tmp_path / "run"))
+    assert task.labels == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert (tmp_path / "run" / "bert_tokenizer" / "vocab.txt").is_file()
+    fresh = nn.unbox(task.init_params(jax.random.key(0)))
+    started = task.initial_params(fresh)
+    reference = from_huggingface(tmp_path / "hf").params
+    for ours, theirs in zip(
+        jax.tree.leaves(started["bert"]), jax.tree.leaves(reference["bert"]), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(ours), theirs)
+    assert started["classifier"]["kernel"].shape == (32, 5)
+    np.testing.assert_array_equal(started["classifier"]["kernel"], fresh["classifier"]["kernel"])
