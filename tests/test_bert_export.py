@@ -184,6 +184,62 @@ def test_the_exported_sentencepiece_tokenizer_gives_the_runs_ids(trained, tmp_pa
     assert (theirs.pad_token_id, theirs.mask_token_id) == (ours.pad_id, ours.mask_id)
 
 
+@pytest.fixture(scope="module")
+def fine_tuned(tmp_path_factory):
+    """configs/bert_classify.py from a random Hugging Face BERT with a WordPiece
+    vocabulary, trained 2 steps on a sentence-pair TSV: labels neg, pos."""
+    from test_bert_predict import save_model
+
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from configs import bert_classify
+
+    root = tmp_path_factory.mktemp("fine_tuned")
+    save_model(transformers.BertForMaskedLM, root, seed=3)
+    train = root / "train.tsv"
+    train.write_text("pos\tparis is the capital\tof france\nneg\trome , italy\nneg\ta city\n")
+    config = bert_classify.get_config()
+    config.init_from = str(root)
+    config.update_from_flattened_dict(
+        {
+            "data.classification_train": str(train), "data.max_seq_length": 16,
+            "data.batch_size": 2, "train.num_steps": 2, "train.eval_every": 0,
+            "train.log_every": 1, "train.async_checkpoints": False,
+        }
+    )  # fmt: skip
+    train_and_evaluate(config, str(root / "run"))
+    return root / "run"
+
+
+def test_an_exported_classifier_keeps_its_labels_vocabulary_and_predictions(fine_tuned, tmp_path):
+    output = tmp_path / "exported"
+    export("--workdir", str(fine_tuned), "--output", str(output))
+    assert sorted(p.name for p in output.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"
+    ]  # fmt: skip
+    reference = transformers.AutoModelForSequenceClassification.from_pretrained(output).eval()
+    assert type(reference).__name__ == "BertForSequenceClassification"
+    assert reference.config.id2label == {0: "neg", 1: "pos"}
+    task = restore_task(str(fine_tuned))
+    params = jax.device_get(task.restore_params().params)
+    for a, b in zip(
+        jax.tree.leaves(from_huggingface(output).params), jax.tree.leaves(params), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    line = "rome , italy\tthe capital of france"
+    ours = json.loads(task.predict([line])[0])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(output)
+    assert tokenizer(*line.split("\t"))["input_ids"][1:-1] == [
+        *task.tokenizer.encode("rome , italy"), task.tokenizer.sep_id,
+        *task.tokenizer.encode("the capital of france"),
+    ]  # fmt: skip
+    with torch.no_grad():
+        theirs = reference(**tokenizer(*line.split("\t"), return_tensors="pt")).logits
+    expected = theirs.softmax(-1)[0].numpy()
+    got = [ours["probabilities"][label] for label in ("neg", "pos")]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOL)
+
+
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_the_exported_wordpiece_tokenizer_keeps_the_runs_options(tmp_path, lowercase):
     run = tmp_path / "bert_tokenizer"
