@@ -57,6 +57,20 @@ TINY = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def restore_compilation_cache_settings():
+    """In-process training turns on the persistent XLA cache for the whole process; the
+    process's settings are restored after this module."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    saved = {name: getattr(jax.config, name) for name in names}
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    cc.reset_cache()
+
+
 def in_iobes(sentences):
     return [TaggedSentence(s.words, tuple(convert_tags(s.tags, "iobes"))) for s in sentences]
 
@@ -328,3 +342,25 @@ def test_fine_tuning_from_a_huggingface_directory_grafts_its_encoder_and_a_fresh
         np.testing.assert_array_equal(np.asarray(ours), theirs)
     assert started["classifier"]["kernel"].shape == (32, 5)
     np.testing.assert_array_equal(started["classifier"]["kernel"], fresh["classifier"]["kernel"])
+
+
+def test_a_resumed_run_reuses_the_workdirs_tokenizer_and_labels(trained):
+    workdir, data = trained
+    model_file = workdir / "bert_tokenizer" / "spm.model"
+    before = (model_file.read_bytes(), model_file.stat().st_mtime_ns)
+    config = bert_ner_demo.get_config()
+    config.update_from_flattened_dict(
+        {**TINY, **{f"data.ner_{s}": str(data / f"{s}.txt") for s in ("train", "dev", "test")}}
+    )
+    task = tasks.load_task(config, str(workdir))
+    assert (model_file.read_bytes(), model_file.stat().st_mtime_ns) == before
+    assert task.run_config.data.labels == tasks.restore_task(str(workdir)).run_config.data.labels
+
+
+def test_fine_tuning_without_init_from_or_a_model_shape_is_a_user_error(trained):
+    _, data = trained
+    config = bert_ner.get_config()
+    config.data.ner_train = str(data / "train.txt")
+    config.data.tag_scheme = "iobes"
+    with pytest.raises(UserError, match="--config.init_from is required"):
+        tasks.load_task(config, "/nonexistent/workdir")
