@@ -1,5 +1,8 @@
 """Word-tagged sentences -> BERT rows for token classification (entity tags).
 
+``TaggedData`` reads a run's sentences by split (CoNLL files, ``jaxtrans.data.conll``, or
+the generated demo corpus, ``jaxtrans.data.ner_demo``); ``model_labels`` names the tags.
+
 Each word is encoded on its own (``jaxtrans.data.words.encode_words``) and its tag is
 learned and predicted at its FIRST word piece; the other pieces of the word, [CLS],
 [SEP] and padding have label weight 0 and never enter the loss or the metrics.

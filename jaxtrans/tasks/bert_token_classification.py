@@ -117,7 +117,8 @@ class BertTokenClassificationTask(BertTask):
             if tokenizer.vocab_size != source.config.vocab_size:
                 raise UserError(
                     f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces "
-                    f"but its model {source.config.vocab_size}; is it its vocabulary?"
+                    f"but its model {source.config.vocab_size}; is it the vocabulary it was "
+                    "trained with?"
                 )
             changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
             try:
@@ -228,7 +229,8 @@ class BertTokenClassificationTask(BertTask):
         return found and found[2]
 
     def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Dev entity precision, recall and F1 (the loop adds loss and accuracy)."""
+        """Dev entity precision, recall and F1 (the loop adds loss and accuracy), from a
+        pass of its own over the dev batches: the loop's pass returns only sums."""
         if self.split_data("dev") is None:
             return {}
         _, gold, predicted, _, _ = self.tag_split("dev", params)
@@ -279,6 +281,8 @@ class BertTokenClassificationTask(BertTask):
         return self._splits[split] or None
 
     def batched(self, sentences, split: str, labelled: bool = True, batch_size=None):
+        """(sentences, their windows, evaluation batches of ``batch_size`` rows, default
+        eval.batch_size); TaggedSentences, or word lists when not ``labelled``."""
         windows = self.windows(sentences, split, labelled)
         batches = token_classification.evaluation_batches(
             windows,
