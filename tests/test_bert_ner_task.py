@@ -25,6 +25,7 @@ from jaxtrans.data.conll import TaggedSentence, write_conll
 from jaxtrans.data.ner_demo import demo_sentences
 from jaxtrans.data.words import split_words
 from jaxtrans.errors import UserError
+from jaxtrans.export import main as export_main
 from jaxtrans.inference.entities import convert_tags, count_entities, entity_spans
 from jaxtrans.models.huggingface import from_huggingface
 from jaxtrans.programs.evaluate import main
@@ -224,6 +225,10 @@ def test_chinese_characters_train_evaluate_and_predict_entities_at_their_offsets
         [("PER", "李四", 0, 2), ("LOC", "广州", 3, 5)],
         [("LOC", "广州", 1, 3), ("PER", "王小明", 5, 8)],
     ]
+    # Exported as a Hugging Face directory, it predicts the same through from_pretrained.
+    export_main(["jaxtrans.export", "--workdir", workdir, "--output", str(tmp_path / "hf")])
+    exported = tasks.pretrained_task("bert_token_classification", str(tmp_path / "hf"), config)
+    assert exported.predict(lines) == task.predict(lines)
 
 
 # ------------------------------------------------------------ a Hugging Face directory
