@@ -111,7 +111,8 @@ def get_eval_config() -> ml_collections.ConfigDict:
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
-    # What is trained: translation | bert_pretraining | bert_classification.
+    # What is trained: translation | bert_pretraining | bert_classification |
+    # bert_token_classification | bert_question_answering (jaxtrans/tasks/).
     config.task = "translation"
     # Seed of parameter initialisation, dropout and data shuffling.
     config.seed = 0

@@ -39,7 +39,8 @@ def get_eval_config() -> ml_collections.ConfigDict:
 
 def get_config() -> ml_collections.ConfigDict:
     config = ml_collections.ConfigDict()
-    # What is trained: translation | bert_pretraining | bert_classification.
+    # What is trained: translation | bert_pretraining | bert_classification |
+    # bert_token_classification | bert_question_answering (jaxtrans/tasks/).
     config.task = "bert_pretraining"
     # Seed of parameter initialisation, dropout, example making and shuffling.
     config.seed = 0

@@ -93,6 +93,7 @@ class BertTask(Task):
     pretrained_data_defaults: dict[str, Any] = {"max_seq_length": 128}
     # The Hugging Face directory of a task made by ``from_pretrained``.
     pretrained_path: str | None = None
+    plots_attention = True
 
     @classmethod
     def from_pretrained(
@@ -115,24 +116,33 @@ class BertTask(Task):
                 f"--init_from {path} holds a {'/'.join(map(str, architectures))} model; the "
                 f"{cls.name} task needs one of {', '.join(cls.huggingface_architectures)}"
             )
+        model_config = source.config
+        data = dict(cls.pretrained_data_defaults)
+        if model_config.position == "learned":  # a small model's position table is shorter
+            data["max_seq_length"] = min(data["max_seq_length"], model_config.max_len)
         run_config = ml_collections.ConfigDict(
-            {
-                "task": cls.name,
-                "init_from": str(directory),
-                "data": dict(cls.pretrained_data_defaults),
-                "eval": {"batch_size": 32},
-            }
+            {"task": cls.name, "init_from": str(directory), "data": data}
         )
+        run_config.eval = {"batch_size": 32}
         if config is not None:
             run_config.data.update(config.data.to_dict())
             run_config.eval.update(config.eval.to_dict())
         labels = hf.get("id2label") or {}
         if labels:
-            run_config.data.labels = ",".join(str(labels[k]) for k in sorted(labels, key=int))
-        model_config = source.config
+            try:
+                order = sorted(labels, key=int)
+            except (TypeError, ValueError):
+                raise UserError(
+                    f"--init_from {path}: config.json id2label keys {sorted(labels)} are not "
+                    "label numbers"
+                ) from None
+            run_config.data.labels = ",".join(str(labels[k]) for k in order)
         if config is not None and "model" in config:
             changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
-            model_config = model_config.replace(**changes)
+            try:
+                model_config = model_config.replace(**changes)
+            except (ValueError, TypeError) as error:
+                raise UserError(f"config.model: {error}") from None
         run_config = resolve_run_config(run_config, model_config)
         tokenizer = bert_init.load_tokenizer(directory)
         task = cls(run_config, model_config, tokenizer)
@@ -170,6 +180,25 @@ class BertTask(Task):
         )
         task.workdir = workdir
         return task
+
+    def plot_attention(self, sentence, output_png, *, checkpoint="latest", options=None) -> str:
+        """Self-attention of ``[CLS] sentence [SEP]`` (``text<TAB>text_b``: a pair) per
+        layer and head to output_png, the word pieces on the axes; returns the pieces."""
+        from jaxtrans.inference.plots import plot_bert_attention  # matplotlib: when drawing
+        from jaxtrans.tasks.bert_predict import encode_pair, input_texts
+
+        row = encode_pair(self.tokenizer, *input_texts(sentence, 1), masks=True)
+        length, limit = len(row["input_ids"]), self.model_config.max_len
+        if self.model_config.position == "learned" and length > limit:
+            raise UserError(f"--plot_attention: {length} pieces exceed max_len={limit}")
+        pieces = [self.tokenizer.id_to_piece(int(i)) for i in row["input_ids"]]
+        bert_params = self.restore_params(checkpoint).params["bert"]
+        plot_bert_attention(
+            self.model_config, bert_params, row["input_ids"], row["token_type_ids"], pieces,
+            output_png,
+        )  # fmt: skip
+        print(f"{' '.join(pieces)}\nwrote {output_png}")
+        return " ".join(pieces)
 
     def split_batches(self, split: str) -> list[Batch] | None:
         """Every example of ``split`` once, in order; None when the config has none."""
