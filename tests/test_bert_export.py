@@ -19,6 +19,7 @@ from conftest import REPO, TINY_PRETRAINING
 
 from jaxtrans.data.bert_tokenizer import SentencePieceBertTokenizer
 from jaxtrans.data.huggingface_tokenizer import write_huggingface_tokenizer
+from jaxtrans.data.sentencepiece_training import train_sentencepiece
 from jaxtrans.data.wordpiece import WordPieceTokenizer
 from jaxtrans.export import main
 from jaxtrans.models.bert import (
@@ -242,6 +243,42 @@ def test_an_exported_classifier_keeps_its_labels_vocabulary_and_predictions(fine
     expected = theirs.softmax(-1)[0].numpy()
     got = [ours["probabilities"][label] for label in ("neg", "pos")]
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOL)
+
+
+def test_a_bpe_sentencepiece_tokenizer_converts_exactly_and_a_char_one_says_why_not(tmp_path):
+    rng = np.random.default_rng(0)
+    words = ["the", "old", "woman", "walked", "to", "a", "river", ",", "café", "naïve"]
+    words += ["Ärger", "東京", "big", "city", "①", "ｆｕｌｌ"]
+    sentences = [" ".join(rng.choice(words, size=8)) for _ in range(300)]
+    odd = [*words, "zzq", "Q"]
+    texts = [" ".join(rng.choice(odd, size=rng.integers(0, 12))) for _ in range(300)]
+    texts += ["  x  y ", "tab\there", "theriver", "walkedwalked", "the [MASK] walked"]
+    for kind, vocab_size in (("bpe", 80), ("char", 40)):
+        run, output = tmp_path / kind / "bert_tokenizer", tmp_path / kind / "exported"
+        run.mkdir(parents=True)
+        output.mkdir()
+        train_sentencepiece(
+            sentences, run / "spm.model", vocab_size=vocab_size, model_type=kind,
+            character_coverage=1.0,
+        )  # fmt: skip
+        notes = write_huggingface_tokenizer(run, output, max_length=24)
+        if kind == "char":
+            assert notes == [
+                f"tokenizer.json is not written: {run}/spm.model is a char SentencePiece model "
+                "and only unigram and bpe models are converted; tokenize with sentencepiece and "
+                "that file"
+            ]
+            assert not (output / "tokenizer.json").exists()
+            continue
+        assert notes == []
+        ours = SentencePieceBertTokenizer(run / "spm.model")
+        theirs = transformers.AutoTokenizer.from_pretrained(output)
+        for text in texts[:-1]:
+            assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), text
+        the, walked = ours.encode("the"), ours.encode("walked")
+        assert theirs(texts[-1], add_special_tokens=False)["input_ids"] == [
+            *the, ours.mask_id, *walked
+        ]  # fmt: skip
 
 
 @pytest.mark.parametrize("lowercase", [True, False])

@@ -5,14 +5,15 @@ run was trained on.
 - WordPiece (``vocab.txt``, from a Hugging Face checkpoint): ``vocab.txt`` and a
   ``tokenizer_config.json`` with the options the run used (``do_lower_case``,
   ``strip_accents``, ``tokenize_chinese_chars``): a ``BertTokenizer``.
-- SentencePiece (``spm.model``, trained by jaxtrans) of the unigram kind: a
+- SentencePiece (``spm.model``, trained by jaxtrans) of the unigram or bpe kind: a
   ``tokenizer.json`` built with the ``tokenizers`` library from the model's pieces and
-  scores and its normalizer (the model's NFKC character map; whitespace trimmed and runs
-  of it collapsed; ``▁`` for spaces and before the text), with ``[CLS]``, ``[SEP]`` and
-  ``[MASK]`` as special tokens at ids 4, 5, 6 and the ``[CLS] A [SEP] B [SEP]`` template.
+  scores (bpe: the merges they imply) and its normalizer (the model's NFKC character
+  map; whitespace trimmed and runs of it collapsed; ``▁`` for spaces and before the
+  text), with ``[CLS]``, ``[SEP]`` and ``[MASK]`` as special tokens at ids 4, 5, 6 and
+  the ``[CLS] A [SEP] B [SEP]`` template.
   Text without those marks gets exactly ``SentencePieceBertTokenizer.encode``'s ids; a
   ``[MASK]`` in text splits it, as ``jaxtrans.tasks.bert_predict.encode_with_masks`` does.
-  Other SentencePiece kinds (bpe, char, word) are not converted: the caller is told which
+  Other SentencePiece kinds (char, word) are not converted: the caller is told which
   file is missing and why.
 """
 
@@ -97,17 +98,52 @@ def _read_model_proto(model_file: Path):
     return proto
 
 
+def _bpe_merges(proto) -> list[tuple[str, str]]:
+    """The merges of a BPE SentencePiece model, most important first. SentencePiece keeps
+    only the pieces, each scored by when training made it (higher: earlier); a piece is
+    the merge of every split of it into two ordinary pieces of the vocabulary, so the
+    merges are those splits, ordered by the score of the piece they make."""
+    normal = proto.SentencePiece.NORMAL
+    ids = {piece.piece: i for i, piece in enumerate(proto.pieces) if piece.type == normal}
+    merges = []
+    for piece in proto.pieces:
+        if piece.type != normal:
+            continue
+        text = piece.piece
+        splits = [(text[:k], text[k:]) for k in range(1, len(text))]
+        splits = sorted(
+            ((a, b) for a, b in splits if a in ids and b in ids),
+            key=lambda ab: (ids[ab[0]], ids[ab[1]]),
+        )
+        merges += [(piece.score, a, b) for a, b in splits]
+    merges.sort(key=lambda merge: -merge[0])  # stable: ties keep the vocabulary's order
+    return [(a, b) for _, a, b in merges]
+
+
 def _write_sentencepiece(model_file: Path, output: Path, max_length: int) -> list[str]:
     proto = _read_model_proto(model_file)
     trainer = proto.trainer_spec
-    if trainer.model_type != trainer.UNIGRAM:
+    unk = proto.pieces[trainer.unk_id].piece
+    if trainer.model_type == trainer.UNIGRAM:
+        pieces = [(piece.piece, piece.score) for piece in proto.pieces]
+        model = models.Unigram(pieces, trainer.unk_id, trainer.byte_fallback)
+    elif trainer.model_type == trainer.BPE:
+        ids = {piece.piece: i for i, piece in enumerate(proto.pieces)}
+        model = models.BPE(
+            ids,
+            _bpe_merges(proto),
+            unk_token=unk,
+            fuse_unk=True,
+            byte_fallback=trainer.byte_fallback,
+        )
+    else:
         kind = trainer.ModelType.Name(trainer.model_type).lower()
         return [
             f"{TOKENIZER_FILE} is not written: {model_file} is a {kind} SentencePiece model "
-            "and only unigram models are converted; tokenize with sentencepiece and that file"
+            "and only unigram and bpe models are converted; tokenize with sentencepiece and "
+            "that file"
         ]
-    pieces = [(piece.piece, piece.score) for piece in proto.pieces]
-    tokenizer = Tokenizer(models.Unigram(pieces, trainer.unk_id, trainer.byte_fallback))
+    tokenizer = Tokenizer(model)
     spec = proto.normalizer_spec
     steps = []
     if spec.precompiled_charsmap:
@@ -119,7 +155,10 @@ def _write_sentencepiece(model_file: Path, output: Path, max_length: int) -> lis
         ]
     tokenizer.normalizer = normalizers.Sequence(steps)
     prepend = "always" if spec.add_dummy_prefix else "never"
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace("▁", prepend_scheme=prepend, split=False)
+    # BPE pieces never hold a "▁" inside, so splitting at spaces changes nothing (and is
+    # faster); unigram reads the whole text, as SentencePiece does.
+    split = trainer.model_type == trainer.BPE
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace("▁", prepend_scheme=prepend, split=split)
     tokenizer.decoder = decoders.Metaspace("▁", prepend_scheme=prepend, split=False)
     tokenizer.add_special_tokens(
         [AddedToken(piece, special=True, normalized=False) for piece in vocab.USER_DEFINED_PIECES]
