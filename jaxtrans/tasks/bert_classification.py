@@ -235,6 +235,7 @@ class BertClassificationTask(BertTask):
             row = encode(classification.LabelledText(self.labels[0], text, text_b))
             rows.append({**row, "attention_mask": np.ones_like(row["input_ids"])})
             texts.append(bert_predict.text_fields(text, text_b))
+        size = bert_predict.batch_size(self.config, options)
         if not rows:
             return []
         restored = self.restore_params(checkpoint)
@@ -243,7 +244,7 @@ class BertClassificationTask(BertTask):
             self._probabilities,
             restored.params,
             rows,
-            bert_predict.batch_size(self.config, options),
+            size,
             dict.fromkeys(("input_ids", "token_type_ids", "attention_mask"), length),
             {"input_ids": self.tokenizer.pad_id},
         )

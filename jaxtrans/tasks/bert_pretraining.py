@@ -198,6 +198,7 @@ class BertPretrainingTask(BertTask):
                 )
             rows.append({**row, "masked_positions": positions.astype("int32")})
             texts.append(bert_predict.text_fields(text, text_b))
+        size = bert_predict.batch_size(self.config, options)
         if not rows:
             return []
         restored = self.restore_params(checkpoint)
@@ -207,7 +208,7 @@ class BertPretrainingTask(BertTask):
             self._top_predictions,
             restored.params,
             rows,
-            bert_predict.batch_size(self.config, options),
+            size,
             {
                 **dict.fromkeys(("input_ids", "token_type_ids", "attention_mask"), length),
                 "masked_positions": masks,
