@@ -1,4 +1,8 @@
-"""Training curves of a run: ``python -m jaxtrans.plot DIR [--output PNG]``.
+"""Training curves of a run: ``python -m jaxtrans.plot DIR [--output PNG]``; and the
+pictures of how the model works: ``python -m jaxtrans.plot positions|masks|schedule|
+smoothing [--config FILE] [--config.KEY=VALUE ...] [--output PNG]`` (jaxtrans/pictures.py,
+docs/pictures.md). A first argument that names a picture selects it; a run directory
+with such a name is given as ``./positions``.
 
 Reads ``DIR/metrics.jsonl`` (one JSON object per line, written by the training loop:
 train records with step, loss, lr, tokens_per_sec, ...; dev records with
@@ -20,6 +24,9 @@ from jaxtrans.errors import UserError
 from jaxtrans.programs.cli import fail, run
 
 METRICS_FILE = "metrics.jsonl"
+# The pictures of jaxtrans/pictures.py (its KINDS), and their resolution.
+PICTURES = ("positions", "masks", "schedule", "smoothing")
+PICTURE_DPI = 80
 
 
 def read_metrics(path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
@@ -124,15 +131,68 @@ class _Parser(argparse.ArgumentParser):
         fail(f"{message} (see python -m jaxtrans.plot --help)")
 
 
+PICTURE_USAGE = """usage: python -m jaxtrans.plot KIND [--config FILE] [--config.KEY=VALUE ...]
+                                [--output PNG]
+
+KIND: positions | masks | schedule | smoothing, drawn from the library's own functions
+for the config (default configs/base.py) to --output (default KIND.png)."""
+
+
+def plot_picture(argv: list[str]) -> str:
+    """``python -m jaxtrans.plot KIND ...`` (argv[1] is KIND); returns the PNG written."""
+    from absl import flags
+
+    from jaxtrans.programs.cli import config_file_arg, define_config_flag, parse_flags
+
+    kind, rest = argv[1], argv[2:]
+    if config_file_arg(rest) is None:  # the default config, so that overrides apply to it
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        rest = [f"--config={os.path.join(repo, 'configs', 'base.py')}", *rest]
+
+    def define(values: flags.FlagValues) -> None:
+        define_config_flag(values)
+        flags.DEFINE_string("output", None, "Image to write (default KIND.png).",
+                            flag_values=values)  # fmt: skip
+
+    # ml_collections finds the --config.KEY overrides in sys.argv: let it read these.
+    saved, sys.argv = sys.argv, [argv[0], *rest]
+    try:
+        values = parse_flags(sys.argv, define, PICTURE_USAGE)
+    finally:
+        sys.argv = saved
+    output = values.output or f"{kind}.png"
+
+    def draw() -> None:
+        from jaxtrans.pictures import picture  # imports JAX; after the flag checks
+
+        label = f"({os.path.basename(config_file_arg(rest))})"
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+            picture(kind, values.config, label).savefig(output, format="png", dpi=PICTURE_DPI)
+        except OSError as error:
+            raise UserError(f"cannot write --output {output}: {error.strerror}") from error
+        print(f"wrote {output}")
+
+    run(draw)
+    return output
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m jaxtrans.plot DIR [--output PNG]``; errors exit with status 2."""
+    """``python -m jaxtrans.plot DIR [--output PNG]`` or ``python -m jaxtrans.plot KIND
+    ...`` (PICTURE_USAGE); errors exit with status 2."""
+    argv = list(sys.argv if argv is None else argv)
+    if len(argv) > 1 and argv[1] in PICTURES:
+        plot_picture(argv)
+        return
     parser = _Parser(
         prog="python -m jaxtrans.plot",
         description="Draw loss, learning rate, tokens/s and dev BLEU of a run against step.",
+        epilog=f"python -m jaxtrans.plot {'|'.join(PICTURES)} --help: the pictures of how "
+        "the model works (a run directory with one of these names: ./NAME).",
     )
     parser.add_argument("workdir", metavar="DIR", help="run directory written by train.py")
     parser.add_argument("--output", metavar="PNG", help="image to write (default DIR/metrics.png)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv[1:])
+    args = parser.parse_args(argv[1:])
     run(lambda: print(f"wrote {plot_metrics(args.workdir, args.output)}"))
 
 

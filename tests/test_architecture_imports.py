@@ -26,6 +26,7 @@ LAYERS = {
     "tasks": ("tasks", 4),
     "programs": ("programs", 5),
     "plot": ("programs", 5),
+    "pictures": ("programs", 5),
     "export": ("programs", 5),
 }
 # The largest module allowed, and the modules allowed more, with the reason.

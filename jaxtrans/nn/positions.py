@@ -65,6 +65,12 @@ def rope_frequencies(head_dim: int, base: float = 10000.0) -> jnp.ndarray:
     return jnp.power(base, -2.0 * i / head_dim)
 
 
+def rope_angles(positions: jnp.ndarray, head_dim: int, base: float = 10000.0) -> jnp.ndarray:
+    """The rotation angles positions * theta_i: [batch, length] -> [batch, length, head_dim / 2]
+    float32; dimension i and i + head_dim/2 of a query or key turn by angle i."""
+    return positions.astype(jnp.float32)[..., None] * rope_frequencies(head_dim, base)
+
+
 def rotate_half(x: jnp.ndarray) -> jnp.ndarray:
     """[x1, x2] -> [-x2, x1] on the last axis (halves, not interleaved pairs)."""
     x1, x2 = jnp.split(x, 2, axis=-1)
@@ -78,7 +84,7 @@ def apply_rope(x: jnp.ndarray, positions: jnp.ndarray, base: float = 10000.0) ->
     with i + head_dim/2 and the pair is rotated by positions * theta_i, so the dot product
     of a rotated query at m and key at n depends on n - m only. Computed in float32.
     """
-    angles = positions.astype(jnp.float32)[..., None] * rope_frequencies(x.shape[-1], base)
+    angles = rope_angles(positions, x.shape[-1], base)
     angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]  # [b, l, 1, d]
     xf = x.astype(jnp.float32)
     out = xf * jnp.cos(angles) + rotate_half(xf) * jnp.sin(angles)

@@ -294,9 +294,10 @@ class TranslationTask(Task):
         )
 
     def plot_attention(self, sentence, output_png, *, checkpoint="latest", options=None) -> str:
-        """Cross-attention heatmaps of one sentence to output_png, its masks beside it
-        (``*-masks.png``); returns the translation."""
-        from jaxtrans.inference.plots import plot_attention  # matplotlib: only when drawing
+        """Attention heatmaps of one sentence per layer and head: cross-attention to
+        output_png, encoder and decoder self-attention and the masks beside it
+        (``*-encoder.png``, ``*-decoder.png``, ``*-masks.png``); returns the translation."""
+        from jaxtrans.inference.plots import plot_attention, sibling  # matplotlib: when drawing
 
         restored = self.restore_params(checkpoint)
         settings = decoding_settings(self.run_config, **(options or {}))
@@ -312,5 +313,6 @@ class TranslationTask(Task):
             alpha=settings["alpha"],
             max_extra_length=settings["max_extra_length"],
         )
-        print(f"{sentence}\n-> {translation}\nwrote {output_png} and {masks_png}")
+        written = [output_png, *(sibling(output_png, k) for k in ("encoder", "decoder")), masks_png]
+        print(f"{sentence}\n-> {translation}\nwrote {', '.join(written)}")
         return translation

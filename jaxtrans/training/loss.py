@@ -4,6 +4,19 @@ import jax
 import jax.numpy as jnp
 
 
+def smoothed_target_distribution(
+    targets: jnp.ndarray, vocab_size: int, smoothing: float
+) -> jnp.ndarray:
+    """The target distribution the loss below compares the model with, written out:
+    targets [...] ints -> [..., vocab_size] float32, 1 - smoothing + smoothing / vocab on
+    the reference token and smoothing / vocab on every other one (the pad id included;
+    padding target positions are left out of the loss by their weight, not here).
+
+    The loss never builds it: its cross entropy with log_softmax(logits) is the loss."""
+    one_hot = jax.nn.one_hot(targets, vocab_size, dtype=jnp.float32)
+    return (1.0 - smoothing) * one_hot + smoothing / vocab_size
+
+
 def label_smoothed_cross_entropy(
     logits: jnp.ndarray, targets: jnp.ndarray, weights: jnp.ndarray, smoothing: float
 ) -> dict[str, jnp.ndarray]:
