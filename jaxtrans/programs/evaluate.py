@@ -131,8 +131,8 @@ def _define(values: flags.FlagValues) -> None:
     string("task", None, "The task to put on the --init_from directory, e.g. bert_pretraining.")
     string("split", "test", "Split to evaluate: test or dev (default: the task's first).")
     string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
-    string("input", None, "Translate this file, one sentence a line ('-': stdin).")
-    string("output", None, "Where --input translations (default stdout) or the PNG go.")
+    string("input", None, "Answer each line of this file ('-': stdin); see the usage above.")
+    string("output", None, "Where --input answers (default stdout) or the PNG go.")
     string("plot_attention", None, "Draw the cross-attention of this sentence as a PNG.")
     string(
         "outdir", None, "Directory of the reports (default DIR/eval; with --init_from: required)."
