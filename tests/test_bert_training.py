@@ -212,7 +212,7 @@ def test_evaluate_py_scores_a_pretraining_workdir_on_dev_by_default(pretrained, 
         [sys.executable, evaluate_py, "--workdir", str(pretrained), "--input", "-"],
         capture_output=True, text=True, timeout=300, input="x\n",
     )  # fmt: skip
-    assert refused.returncode == 2 and "--input needs a translation workdir" in refused.stderr
+    assert refused.returncode == 2 and "--input line 1 has no [MASK]" in refused.stderr
 
 
 # ---------------------------------------------------------------------------------------

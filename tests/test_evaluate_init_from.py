@@ -2,6 +2,7 @@
 with no training, its data and eval settings from --config; the flags that go with it
 and those that do not are one-line errors (exit 2) that write nothing."""
 
+import io
 import json
 import os
 
@@ -118,3 +119,19 @@ def test_a_split_the_config_has_no_data_for_is_a_one_line_error(classifier, tmp_
     )  # fmt: skip
     assert "names no dev data" in err
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_checkpoint_without_the_tasks_head_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    # A token classifier has a classifier but no pooler; with its architectures entry
+    # removed, only the weights tell that it cannot classify sentences.
+    save_model(transformers.BertForTokenClassification, tmp_path, seed=3, id2label=LABELS)
+    config_file = tmp_path / "config.json"
+    config = json.loads(config_file.read_text())
+    del config["architectures"]
+    config_file.write_text(json.dumps(config))
+    capsys.readouterr()  # the save's progress output
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a big city\n")))
+    err = refused(
+        capsys, "--init_from", str(tmp_path), "--task", "bert_classification", "--input", "-"
+    )
+    assert "has no bert/pooler weights" in err

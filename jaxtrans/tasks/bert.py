@@ -74,6 +74,15 @@ def check_sequence_length(model_config: BertConfig, max_seq_length: int) -> None
         )
 
 
+def _has_path(tree: dict[str, Any], path: str) -> bool:
+    """Whether nested dict ``tree`` holds ``path`` ("a/b": key b inside key a)."""
+    for key in path.split("/"):
+        if not isinstance(tree, dict) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
 class BertTask(Task):
     """A BERT task scored by its own ``loss_sums`` and ``summarize`` on a split's batches,
     exactly as the training loop's dev evaluation does.
@@ -86,7 +95,7 @@ class BertTask(Task):
 
     shape_fields = SHAPE_FIELDS
     # The Hugging Face classes (config.json "architectures") whose weights hold this
-    # task's head, and the converted parameters that head needs.
+    # task's head, and the converted parameters that head needs ("a/b": b inside a).
     huggingface_architectures: tuple[str, ...] = ()
     head_params: tuple[str, ...] = ()
     # Data settings of a task made by ``from_pretrained`` without a run config.
@@ -125,8 +134,10 @@ class BertTask(Task):
         )
         run_config.eval = {"batch_size": 32}
         if config is not None:
-            run_config.data.update(config.data.to_dict())
-            run_config.eval.update(config.eval.to_dict())
+            for section in ("data", "eval"):
+                if not isinstance(config.get(section), ml_collections.ConfigDict):
+                    raise UserError(f"the config has no {section} section; give a task's config")
+                run_config[section].update(config[section].to_dict())
         labels = hf.get("id2label") or {}
         if labels:
             try:
@@ -159,14 +170,14 @@ class BertTask(Task):
                 f"--checkpoint {checkpoint}: a Hugging Face directory has one set of weights"
             )
         pretrained = from_huggingface(self.pretrained_path).params
-        missing = [name for name in self.head_params if name not in pretrained]
+        missing = [name for name in self.head_params if not _has_path(pretrained, name)]
         if missing:
             raise UserError(
                 f"--init_from {self.pretrained_path} has no {'/'.join(missing)} weights: the "
                 f"{self.name} task needs a {' or '.join(self.huggingface_architectures)} "
                 "checkpoint (fine-tune one with train.py first)"
             )
-        fresh = nn.unbox(self.init_params(jax.random.key(0)))
+        fresh = nn.unbox(jax.jit(self.init_params)(jax.random.key(0)))
         params = graft_params(fresh, pretrained)
         return Restored(params, 0, f"Hugging Face weights of {self.pretrained_path}", checkpoint)
 
@@ -217,7 +228,10 @@ class BertTask(Task):
         self.check_split(split)
         batches = self.split_batches(split)
         if not batches:
-            raise UserError(f"{self.workdir}: its config names no {split} data to evaluate")
+            where = self.workdir or f"--init_from {self.pretrained_path}"
+            raise UserError(
+                f"{where}: its config names no {split} data to evaluate; give it with --config"
+            )
         restored = self.restore_params(checkpoint)
         eval_step = jax.jit(make_eval_step(self))
         totals = None

@@ -71,7 +71,7 @@ class BertClassificationTask(BertTask):
     shape_fields = (*BertTask.shape_fields, "num_labels")
     predicts = True
     huggingface_architectures = ("BertForSequenceClassification",)
-    head_params = ("classifier",)
+    head_params = ("classifier", "bert/pooler")
 
     def __init__(
         self,
