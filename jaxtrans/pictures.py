@@ -55,7 +55,8 @@ def draw_positions(arrays: dict[str, np.ndarray]) -> Figure:
     positions, table, rope = arrays["positions"], arrays["table"], arrays["rope"]
     fig = Figure(figsize=(12, 8), layout="constrained")
     (heat, curves), (rope_heat, rope_curves) = fig.subplots(2, 2)
-    image = heat.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    image = heat.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                        interpolation="nearest")  # fmt: skip
     heat.set(title=f"sinusoidal table, d_model={table.shape[1]}", xlabel="dimension",
              ylabel="position")  # fmt: skip
     fig.colorbar(image, ax=heat, shrink=0.8)
@@ -63,7 +64,7 @@ def draw_positions(arrays: dict[str, np.ndarray]) -> Figure:
     for d in dims:
         curves.plot(positions, table[:, d], label=f"dim {d} ({'cos' if d % 2 else 'sin'})")
     curves.set(title="a few dimensions against position", xlabel="position", ylabel="PE")
-    curves.legend(fontsize=8)
+    curves.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
     wrapped = np.angle(np.exp(1j * rope))  # the same rotation, in (-pi, pi]
     image = rope_heat.imshow(wrapped, aspect="auto", cmap="twilight", vmin=-np.pi, vmax=np.pi,
                              interpolation="nearest")  # fmt: skip
@@ -76,7 +77,7 @@ def draw_positions(arrays: dict[str, np.ndarray]) -> Figure:
     rope_curves.plot(positions, rope[:, -1], label=f"pair {rope.shape[1] - 1}")
     rope_curves.set(title="RoPE angle = position * theta_i", xlabel="position",
                     ylabel="radians")  # fmt: skip
-    rope_curves.legend(fontsize=8)
+    rope_curves.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
     fig.suptitle("positions: what is added to the embeddings, or how queries/keys turn (RoPE)")
     return fig
 
@@ -172,7 +173,8 @@ def picture(kind: str, config: ml_collections.ConfigDict, label: str = "") -> Fi
         return draw_batch_masks(masks_arrays(config))
     if kind == "schedule":
         opt = config.optimizer
-        label = f"{label} {opt.schedule}, d_model={config.model.d_model}, warmup={opt.warmup_steps}"
+        label = f"({label}: {opt.schedule}, d_model={config.model.d_model}, "
+        label += f"warmup={opt.warmup_steps})"
         return draw_schedule(schedule_arrays(config), label)
     if kind == "smoothing":
         return draw_smoothing(smoothing_arrays(config))

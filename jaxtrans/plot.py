@@ -165,7 +165,7 @@ def plot_picture(argv: list[str]) -> str:
     def draw() -> None:
         from jaxtrans.pictures import picture  # imports JAX; after the flag checks
 
-        label = f"({os.path.basename(config_file_arg(rest))})"
+        label = os.path.basename(config_file_arg(rest))
         try:
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             picture(kind, values.config, label).savefig(output, format="png", dpi=PICTURE_DPI)

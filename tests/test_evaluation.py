@@ -123,7 +123,8 @@ def test_attention_picture_is_a_valid_png(tmp_path):
         beam_size=1, max_extra_length=3,
     )  # fmt: skip
     assert isinstance(translation, str)
-    for path in (output, masks):
+    siblings = [tmp_path / f"attention-{kind}.png" for kind in ("encoder", "decoder")]
+    for path in (output, masks, *siblings):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(path) as image:
             image.verify()

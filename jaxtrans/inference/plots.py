@@ -39,7 +39,8 @@ def _font_family() -> list[str]:
 
 
 def _labels(ids: Sequence[int], decode) -> list[str]:
-    return [_SPECIAL.get(i) or decode([i]) or str(i) for i in ids]
+    """Axis labels: each id's text; a piece that is only a word boundary shows as ▁."""
+    return [_SPECIAL.get(i) or (decode([i]).strip() or "▁") for i in ids]
 
 
 def sown_attention(intermediates, num_layers: int, name: str) -> np.ndarray:

@@ -133,7 +133,7 @@ def _define(values: flags.FlagValues) -> None:
     string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
     string("input", None, "Answer each line of this file ('-': stdin); see the usage above.")
     string("output", None, "Where --input answers (default stdout) or the PNG go.")
-    string("plot_attention", None, "Draw the cross-attention of this sentence as a PNG.")
+    string("plot_attention", None, "Draw the attention of this input as PNGs (docs/pictures.md).")
     string(
         "outdir", None, "Directory of the reports (default DIR/eval; with --init_from: required)."
     )
