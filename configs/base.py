@@ -55,8 +55,11 @@ def get_optimizer_config() -> ml_collections.ConfigDict:
 
 def get_train_config() -> ml_collections.ConfigDict:
     train = ml_collections.ConfigDict()
-    # Optimizer updates in the whole run.
+    # Optimizer updates in the whole run (0: count them from train.num_epochs).
     train.num_steps = 100_000
+    # Passes over the training data (translation runs), instead of num_steps: the steps of
+    # one epoch are counted from the packed training data at start; 0 = use num_steps.
+    train.num_epochs = 0
     # Log train metrics every this many steps.
     train.log_every = 100
     # Save a checkpoint every this many steps (and always at the end and on SIGTERM).

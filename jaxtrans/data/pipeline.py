@@ -236,7 +236,9 @@ class TrainIterator(CheckpointableIterator):
     """Infinite iterator over training batches, checkpointable with get_state/set_state.
 
     ``stats()`` gives counts for logging, as of the last batch returned: ``pairs_read``
-    (by this process, since the start of training), ``pairs_dropped_too_long``,
+    (by this process, since the start of training), ``epoch`` (the pairs read and no longer
+    waiting for a row of a batch, over the pairs of this process's shard: 1.5 = halfway
+    through the second pass), ``pairs_dropped_too_long``,
     ``pairs_truncated``, ``pairs_malformed`` (skipped malformed lines), ``padding_fraction``
     (of the last batch) and ``mean_padding_fraction`` (over the batches since the previous
     ``stats()`` call, or since the iterator was created or restored: the training loop calls
@@ -246,6 +248,9 @@ class TrainIterator(CheckpointableIterator):
 
     def __init__(self, pipeline: grain.DatasetIterator, identity: dict[str, Any]):
         super().__init__(pipeline, identity)
+        self._shard_pairs = len(
+            range(identity["process_index"], identity["num_pairs"], identity["process_count"])
+        )
         self._reset_padding_stats()
 
     def _reset_padding_stats(self) -> None:
@@ -265,9 +270,13 @@ class TrainIterator(CheckpointableIterator):
         self._reset_padding_stats()
 
     def stats(self) -> dict[str, float]:
-        counts = self._pipeline.get_state()["counts"]
+        state = self._pipeline.get_state()
+        counts = state["counts"]
+        # Pairs read but still waiting in rows, not yet in a batch, are not past.
+        waiting = sum(len(row) for row in state["open_rows"] + state["ready_rows"])
         stats = {
             "pairs_read": counts["read"],
+            "epoch": (counts["read"] - waiting) / self._shard_pairs,
             "pairs_dropped_too_long": counts["too_long"],
             "pairs_truncated": counts["truncated"],
             "pairs_malformed": counts["malformed"],

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxtrans import data
+from jaxtrans.data.epochs import batches_per_epoch
 from jaxtrans.data.sources import NoSplit, SplitPairs, read_split
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
@@ -194,6 +195,15 @@ class TranslationTask(Task):
             process_index=process_index,
             process_count=process_count,
         )
+
+    def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str]:
+        """An exact count: one pass tokenises and packs the training data as the pipeline
+        does (jaxtrans.data.epochs)."""
+        steps, usable = batches_per_epoch(
+            self.config.data, self.tokenizer, seed=seed, process_count=process_count
+        )
+        rows = self.config.data.batch_size
+        return steps, f"counted: {usable} usable pairs packed into batches of {rows} rows"
 
     def dev_split(self) -> SplitPairs | None:
         """The dev split (read once), or None when the run has none."""

@@ -117,10 +117,39 @@ def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
             f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
             f"of {local_rows} rows"
         )
+    steps, epochs = config.train.num_steps, config.train.get("num_epochs", 0)
+    for key, value in (("num_steps", steps), ("num_epochs", epochs)):
+        if not isinstance(value, int) or value < 0:
+            raise UserError(f"--config.train.{key}={value!r}: use a whole number >= 0")
+    if (steps > 0) == (epochs > 0):
+        raise UserError(
+            f"--config.train.num_steps={steps} and --config.train.num_epochs={epochs}: set "
+            "exactly one of them above 0 (the other 0)"
+        )
     if config.train.on_nonfinite not in ("stop", "skip"):
         raise UserError(
             f"--config.train.on_nonfinite={config.train.on_nonfinite!r}: use stop or skip"
         )
+
+
+def run_length(config: ml_collections.ConfigDict, task: TrainingTask, is_main: bool) -> int:
+    """The run's number of steps: train.num_steps, or train.num_epochs times the task's
+    count of the steps of one epoch (said on the console)."""
+    epochs = int(config.train.get("num_epochs", 0))
+    if not epochs:
+        return int(config.train.num_steps)
+    counted = task.steps_per_epoch(config.seed, jax.process_count())
+    if counted is None:
+        raise UserError(
+            f"--config.train.num_epochs is for translation runs; this {config.get('task')} run "
+            "counts --config.train.num_steps (set it, and num_epochs=0)"
+        )
+    per_epoch, how = counted
+    say(
+        f"one epoch = {per_epoch} steps ({how}); {epochs} epochs = {epochs * per_epoch} steps",
+        is_main,
+    )
+    return epochs * per_epoch
 
 
 def _train(
@@ -136,7 +165,7 @@ def _train(
         check_resumable(task, load_run_config(workdir), workdir)
     if is_main:
         save_run_config(workdir, run_config)
-    num_steps = int(config.train.num_steps)
+    num_steps = run_length(config, task, is_main)
     optimizer, schedule = make_optimizer(config.optimizer, task.model_config.d_model, num_steps)
 
     # State, laid out over the mesh by the logical-axis rules.

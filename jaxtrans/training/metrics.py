@@ -100,7 +100,8 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    """One console line per logged step: step, loss, lr, tokens/s and the time left.
+    """One console line per logged step: step, epoch (where the data says), loss, lr,
+    tokens/s and the time left.
 
     The time left is extrapolated from the steps since the first log of this process, so
     that the compilation in the first window does not count as training time; until the
@@ -129,8 +130,9 @@ class Progress:
 
     def line(self, step: int, metrics: dict[str, Any]) -> str:
         shown = "  ".join(f"{key} {metrics[key]:.4f}" for key in self.headline if key in metrics)
+        epoch = f"epoch {metrics['epoch']:.2f}  " if metrics.get("epoch") is not None else ""
         return (
-            f"step {step:>7}/{self.last_step}  loss {metrics['loss']:.4f}  {shown}  "
+            f"step {step:>7}/{self.last_step}  {epoch}loss {metrics['loss']:.4f}  {shown}  "
             f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  "
             f"eta {duration(self.eta_seconds(step))}"
         )
@@ -175,6 +177,8 @@ def log_window(
     )
     if data_stats.get("mean_padding_fraction") is not None:
         record["padding_fraction"] = data_stats["mean_padding_fraction"]
+    if data_stats.get("epoch") is not None:
+        record["epoch"] = data_stats["epoch"]
     if "pairs_dropped_too_long" in data_stats:
         record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
     return record

@@ -74,6 +74,11 @@ class TrainingTask(abc.ABC):
         """Dev metrics beyond the loss (e.g. BLEU); default none."""
         return {}
 
+    def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str] | None:
+        """(training steps of one pass over the training data, how they were counted), for
+        ``train.num_epochs``; None where the task cannot count them."""
+        return None
+
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""
         return None
