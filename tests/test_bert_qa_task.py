@@ -1,0 +1,215 @@
+"""The question-answering task end to end: train.py on the demo corpus (tiny), evaluate.py
+--workdir (exact match / F1 report and the predictions file) and --input, and answers of
+a Hugging Face BertForQuestionAnswering directory equal to those computed from
+transformers' own logits with the same rule."""
+
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built and read locally
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from jaxtrans import tasks
+from jaxtrans.data.qa_demo import demo_squad
+from jaxtrans.data.squad import gold_answers
+from jaxtrans.errors import UserError
+from jaxtrans.inference.squad_metrics import squad_scores
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from configs import bert_qa  # noqa: E402
+
+# configs/bert_qa_demo.py shrunk to seconds.
+TINY_QA = {
+    "model.d_model": 32,
+    "model.num_heads": 2,
+    "model.d_ff": 64,
+    "model.num_layers": 1,
+    "data.qa_demo_questions": 200,
+    "data.qa_demo_eval_questions": 24,
+    "data.batch_size": 8,
+    "data.max_seq_length": 48,
+    "data.doc_stride": 16,
+    "model.max_len": 48,
+    "train.num_steps": 4,
+    "train.log_every": 2,
+    "train.eval_every": 4,
+    "train.checkpoint_every": 4,
+    "train.async_checkpoints": False,
+    "eval.batch_size": 16,
+}
+
+
+def run(*args, stdin=None):
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=REPO,
+        input=stdin,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("qa_demo")
+    flags = [f"--config.{k}={v}" for k, v in TINY_QA.items()]
+    result = run(
+        "train.py", "--config", "configs/bert_qa_demo.py", "--workdir", str(workdir), *flags
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir
+
+
+def test_train_and_evaluate_report_exact_match_f1_and_write_predictions(trained):
+    with open(trained / "metrics.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    (dev,) = [r for r in records if r.get("split") == "dev"]
+    for key in ("loss", "start_accuracy", "end_accuracy", "exact_match", "f1", "NoAns_f1"):
+        assert np.isfinite(dev[key]), key
+    result = run("evaluate.py", "--workdir", str(trained))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((trained / "eval" / "dev-step4.json").read_text())
+    predictions = json.loads((trained / "eval" / "dev-step4-predictions.json").read_text())
+    null_odds = json.loads((trained / "eval" / "dev-step4-null_odds.json").read_text())
+    dev_examples = demo_squad(TINY_QA["data.qa_demo_eval_questions"], 0, "dev", 0.2)
+    assert set(predictions) == set(null_odds) == {e.id for e in dev_examples}
+    expected = squad_scores(gold_answers(dev_examples), predictions, breakdown=True)
+    assert report["task"] == "bert_question_answering" and report["split"] == "dev"
+    assert report["examples"] == len(dev_examples) and report["windows"] >= len(dev_examples)
+    for key, value in expected.items():
+        assert report[key] == pytest.approx(value), key
+    assert dev["exact_match"] == pytest.approx(report["exact_match"])
+    contexts = {e.id: e.context for e in dev_examples}
+    assert all(text == "" or text in contexts[qid] for qid, text in predictions.items())
+
+
+def test_evaluate_input_answers_each_line_with_offsets_into_its_context(trained, tmp_path):
+    examples = demo_squad(3, 5, "test")
+    lines = [json.dumps({"question": e.question, "context": e.context}) for e in examples]
+    lines.append(json.dumps({"question": "谁住在北京？", "context": "Mira 住在北京。"}))
+    result = run("evaluate.py", "--workdir", str(trained), "--input", "-", stdin="\n".join(lines))
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(outputs) == len(lines)
+    contexts = [e.context for e in examples] + ["Mira 住在北京。"]
+    for output, context in zip(outputs, contexts, strict=True):
+        if output.get("no_answer"):
+            assert output["answer"] == "" and output["start"] is None
+        else:
+            assert set(output) == {"answer", "start", "end", "score"}
+            assert context[output["start"] : output["end"]] == output["answer"] != ""
+    bad = run("evaluate.py", "--workdir", str(trained), "--input", "-", stdin=lines[0] + "\n{}")
+    assert bad.returncode == 2 and "--input line 2" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------- a Hugging Face BertForQuestionAnswering
+
+_VOCAB = (
+    "[PAD] [UNK] [CLS] [SEP] [MASK] the a of in and was is who where what when did does "
+    "live lives city river year born founded company built bridge old town mira tomas oslo "
+    "lima paris 1976 1850 stone wooden north south , . ? ' ##s ##ed ##ing build"
+)
+VOCAB = _VOCAB.split()
+QUESTIONS = [
+    ("Where does Mira live?", "Mira lives in Oslo, a city in the north. Tomas lives in Paris. "
+     "The stone bridge of Paris was built in 1976, south of the old town."),
+    ("Who built the bridge?", "The old town of Lima was founded in 1850. A wooden bridge was "
+     "built north of the river by Tomas's company."),
+    ("When?", "Paris"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def huggingface_qa(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("hf_qa")
+    (directory / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    transformers.BertTokenizerFast(str(directory / "vocab.txt")).save_pretrained(directory)
+    config = transformers.BertConfig(
+        vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=64, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.BertForQuestionAnswering(config)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn(p.shape, generator=generator))
+    model.eval().save_pretrained(directory)
+    return model, directory
+
+
+def reference_answer(model, directory, question, context, settings, allow_no_answer):
+    """Windows from the fast tokenizer's overflow, logits from transformers, the best span
+    by brute force over all windows, its characters from the tokenizer's word offsets."""
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(directory)
+    length, stride = settings["max_seq_length"], settings["doc_stride"]
+    room = length - len(tokenizer.tokenize(question)) - 3
+    encoded = tokenizer(
+        question, context, truncation="only_second", max_length=length, padding="max_length",
+        stride=max(room - stride, 0), return_overflowing_tokens=True, return_tensors="pt",
+    )  # fmt: skip
+    with torch.no_grad():
+        out = model(
+            input_ids=encoded["input_ids"],
+            token_type_ids=encoded["token_type_ids"],
+            attention_mask=encoded["attention_mask"],
+        )
+    starts, ends = out.start_logits.numpy(), out.end_logits.numpy()
+    best, null = None, np.inf
+    for w in range(len(starts)):
+        null = min(null, starts[w, 0] + ends[w, 0])
+        context_positions = [i for i, t in enumerate(encoded.sequence_ids(w)) if t == 1]
+        for s in context_positions:
+            for e in context_positions:
+                if s <= e < s + settings["max_answer_length"]:
+                    score = starts[w, s] + ends[w, e]
+                    if best is None or score > best[0]:
+                        best = (score, w, s, e)
+    score, w, s, e = best
+    if allow_no_answer and null > score:
+        return {"answer": "", "start": None, "end": None, "score": null, "no_answer": True}
+    words = encoded.word_ids(w)
+    begin = encoded.word_to_chars(w, words[s], sequence_index=1).start
+    stop = encoded.word_to_chars(w, words[e], sequence_index=1).end
+    return {"answer": context[begin:stop], "start": begin, "end": stop, "score": score}
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_pretrained_predict_equals_the_span_from_transformers_logits(huggingface_qa, version_2):
+    model, directory = huggingface_qa
+    config = bert_qa.get_config()
+    settings = {
+        "max_seq_length": 24,
+        "doc_stride": 6,
+        "max_query_length": 16,
+        "max_answer_length": 4,
+    }
+    config.data.update(settings, version_2_with_negative=version_2)
+    task = tasks.pretrained_task("bert_question_answering", str(directory), config)
+    lines = [json.dumps({"question": q, "context": c}) for q, c in QUESTIONS]
+    outputs = [json.loads(line) for line in task.predict(lines)]
+    no_answers = 0
+    for output, (question, context) in zip(outputs, QUESTIONS, strict=True):
+        expected = reference_answer(model, directory, question, context, settings, version_2)
+        assert output["score"] == pytest.approx(float(expected.pop("score")), abs=1e-4)
+        assert {k: v for k, v in output.items() if k != "score"} == expected
+        no_answers += bool(expected.get("no_answer"))
+    assert not version_2 or 0 < no_answers < len(QUESTIONS)  # both forms are exercised
+
+
+def test_pretrained_task_refuses_a_model_without_the_qa_head(tmp_path):
+    config = transformers.BertConfig(
+        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, max_position_embeddings=32,
+    )  # fmt: skip
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    with pytest.raises(UserError, match="needs one of BertForQuestionAnswering"):
+        tasks.pretrained_task("bert_question_answering", str(tmp_path))
