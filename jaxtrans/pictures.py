@@ -90,11 +90,13 @@ def masks_arrays(config: ml_collections.ConfigDict) -> dict[str, np.ndarray]:
 
 def schedule_arrays(config: ml_collections.ConfigDict) -> dict[str, np.ndarray]:
     """``steps`` (optax update counts), ``lr``: the schedule make_optimizer builds from
-    the config over its train.num_steps; ``variant_steps`` and ``variants`` [variant,
-    step]: the paper's Noam schedule for NOAM_VARIANTS."""
-    num_steps = int(config.train.num_steps)
-    _, schedule = make_optimizer(config.optimizer, config.model.d_model, num_steps)
+    the config over its train.num_steps (ten warm-ups when it is 0); ``variant_steps``
+    and ``variants`` [variant, step]: the paper's Noam schedule for NOAM_VARIANTS."""
     warmup = int(config.optimizer.get("warmup_steps", 0))
+    # A run counted in epochs (num_steps 0) learns its length from the data: draw ten
+    # warm-ups of it.
+    num_steps = int(config.train.num_steps) or max(10 * warmup, 1000)
+    _, schedule = make_optimizer(config.optimizer, config.model.d_model, num_steps)
     steps = np.linspace(0, num_steps - 1, 2000).astype(np.int64)
     steps = np.unique([*steps, *(s for s in (warmup - 1, warmup) if 0 <= s < num_steps)])
     variant_steps = np.arange(0, NOAM_STEPS, 10)

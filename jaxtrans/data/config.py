@@ -20,9 +20,12 @@ def get_data_config() -> ml_collections.ConfigDict:
     data.tfds_name = ""
     # TFDS data directory ("" = TFDS default, ~/tensorflow_datasets).
     data.tfds_data_dir = ""
-    # TFDS feature of the source language ("" = first language of the config name).
+    # Language of the sources as stored, before data.reverse: the TFDS feature ("" = first
+    # language of the config name); for files it only names the language.
     data.source_lang = ""
-    # TFDS feature of the target language ("" = second language of the config name).
+    # Language of the targets as stored, before data.reverse: the TFDS feature ("" = second
+    # language of the config name). The language after reverse picks BLEU's tokenizer (zh
+    # for Chinese, else 13a; "" = zh if the references look Chinese).
     data.target_lang = ""
     # JSONL field holding the source sentence (translation2019zh: "english").
     data.jsonl_source_field = "source"
@@ -49,6 +52,11 @@ def get_data_config() -> ml_collections.ConfigDict:
     data.shuffle = True
     # Batches prepared ahead of the training step, in a background thread.
     data.prefetch_batches = 8
+    # "sentencepiece" (trained into the workdir with the spm_* settings below) or a Hugging
+    # Face tokenizer.json, or a directory with one or with a BERT vocab.txt (WordPiece, BPE,
+    # Unigram), shared by both languages and copied into the workdir; its own special tokens
+    # ([PAD]/[SEP]/[CLS] or <pad>/</s>/<s>) serve as pad, end and start.
+    data.tokenizer = "sentencepiece"
     # SentencePiece vocabulary size (an upper bound; a tiny corpus may yield fewer).
     data.vocab_size = 1000
     # SentencePiece model type: unigram | bpe | char | word.

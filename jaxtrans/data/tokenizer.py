@@ -1,4 +1,6 @@
-"""SentencePiece tokenizers trained from the training data and kept in the workdir.
+"""SentencePiece tokenizers trained from the training data and kept in the workdir (or,
+with ``data.tokenizer`` a path, a Hugging Face tokenizer copied into it: see
+jaxtrans.data.pretrained_tokenizer).
 
 ``load_or_train_tokenizer`` trains on first use into ``WORKDIR/tokenizer/`` and reuses it on
 restart and in evaluation. One model serves both languages (``shared_vocab``, needed for
@@ -17,6 +19,7 @@ import numpy as np
 import sentencepiece as spm
 
 from jaxtrans.data import vocab
+from jaxtrans.data.pretrained_tokenizer import PretrainedTokenizer, copy_pretrained, load_pretrained
 from jaxtrans.data.records import PairSource
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.sources import source_kind, training_pairs
@@ -105,8 +108,9 @@ def tokenizer_dir(workdir: str) -> str:
     return os.path.join(workdir, TOKENIZER_DIR)
 
 
-def load_tokenizer(workdir: str) -> Tokenizer:
-    """The tokenizer saved in ``workdir``; UserError if there is none."""
+def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
+    """The tokenizer saved in ``workdir`` (SentencePiece, or a Hugging Face tokenizer
+    copied in by jaxtrans.data.pretrained_tokenizer); UserError if there is none."""
     directory = tokenizer_dir(workdir)
     metadata_path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(metadata_path):
@@ -118,6 +122,8 @@ def load_tokenizer(workdir: str) -> Tokenizer:
     try:
         with open(metadata_path, encoding="utf-8") as f:
             metadata = json.load(f)
+        if metadata.get("kind") == "huggingface":
+            return load_pretrained(directory)
         if metadata["shared"]:
             model = load(SHARED_MODEL)
             return Tokenizer(model, model)
@@ -135,10 +141,25 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
     Call it on every process; with several processes sharing a workdir, let process 0
     call it first so that only one trains.
     """
-    if os.path.isfile(os.path.join(tokenizer_dir(workdir), METADATA_FILE)):
-        return load_tokenizer(workdir)
-    train_tokenizer(data_config, workdir)
-    return load_tokenizer(workdir)
+    wanted = data_config.get("tokenizer", "sentencepiece") or "sentencepiece"
+    metadata_path = os.path.join(tokenizer_dir(workdir), METADATA_FILE)
+    if not os.path.isfile(metadata_path):
+        if wanted == "sentencepiece":
+            train_tokenizer(data_config, workdir)
+        else:
+            complete = lambda path: os.path.isfile(os.path.join(path, METADATA_FILE))  # noqa: E731
+            with new_directory(workdir, TOKENIZER_DIR, complete) as scratch:
+                metadata = copy_pretrained(wanted, scratch)
+                with open(os.path.join(scratch, METADATA_FILE), "w") as f:
+                    json.dump(metadata, f, indent=2)
+    tokenizer = load_tokenizer(workdir)
+    has = "sentencepiece" if isinstance(tokenizer, Tokenizer) else "a Hugging Face tokenizer"
+    if (wanted == "sentencepiece") != isinstance(tokenizer, Tokenizer):
+        raise UserError(
+            f"{tokenizer_dir(workdir)} holds {has} but --config.data.tokenizer={wanted}; "
+            "resume with the tokenizer the run began with, or use a new --workdir"
+        )
+    return tokenizer
 
 
 def _sentences(

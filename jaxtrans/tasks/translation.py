@@ -73,6 +73,13 @@ def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str
     return name
 
 
+def target_language(data_config: ml_collections.ConfigDict) -> str | None:
+    """The language of the targets after ``data.reverse`` (it picks BLEU's tokenizer: zh
+    for Chinese); None when unset, and BLEU looks at the references instead."""
+    lang = data_config.get("source_lang" if data_config.get("reverse") else "target_lang")
+    return lang or None
+
+
 def read_dev_split(data_config: ml_collections.ConfigDict) -> SplitPairs | None:
     """The dev split, or None when the run has none (training files, no ``data.dev``).
     A dev split that is configured but cannot be read raises its UserError."""
@@ -248,7 +255,7 @@ class TranslationTask(Task):
                 self.tokenizer,
                 pairs,
                 **decoding_settings(self.config),
-                target_lang=self.config.data.get("target_lang") or None,
+                target_lang=target_language(self.config.data),
             )
             metrics.update(bleu=scores.bleu, chrf=scores.chrf)
         skipped = self.dev_split().lines_skipped
@@ -286,7 +293,7 @@ class TranslationTask(Task):
             restored.step,
             split,
             restored.description,
-            target_lang=self.run_config.data.get("target_lang") or None,
+            target_lang=target_language(self.run_config.data),
             stem=report_stem(split, restored, f"-{name}"),
             lines_skipped=split_pairs.lines_skipped,
             **settings,
