@@ -7,7 +7,8 @@ A small BERT (2 layers of width 64, rotary positions, no dropout) with a BPE voc
 trained on the stories learns to find one person's surname, or the person with a job,
 among three (jaxtrans/data/qa_demo.py); a fifth of the questions are unanswerable
 (SQuAD 2.0). Dev questions ask for pairs no training story holds. docs/bert.md gives the
-measured exact match and time.
+measured exact match (0.58 after 2000 steps: surnames are found, "who is the poet?" not
+yet) and time.
 """
 
 import ml_collections

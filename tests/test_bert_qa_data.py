@@ -333,8 +333,6 @@ def test_demo_corpus_is_seeded_answers_are_at_their_offsets_and_dev_asks_unseen_
         answer = example.answers[0].text
         asked = re.findall(r"[A-Za-z]+", example.question)
         if "surname" in asked:
-            name = next(w for w in asked if w in NAMES)
-            assert held_out(name, "surname", answer)
-        else:
-            job = next(w for w in asked if w in JOBS)
-            assert held_out(answer.split()[0], "job", job)
+            assert held_out(next(w for w in asked if w in NAMES), "surname", answer)
+        else:  # Who is the {job}? -> first name and surname
+            assert held_out(answer.split()[0], "job", next(w for w in asked if w in JOBS))

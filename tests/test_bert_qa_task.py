@@ -104,9 +104,9 @@ def test_evaluate_input_answers_each_line_with_offsets_into_its_context(trained,
         else:
             assert set(output) == {"answer", "start", "end", "score"}
             assert context[output["start"] : output["end"]] == output["answer"] != ""
-    bad = run("evaluate.py", "--workdir", str(trained), "--input", "-", stdin=lines[0] + "\n{}")
-    assert bad.returncode == 2 and "--input line 2" in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1
+    # A bad line is a one-line UserError naming it (evaluate.py: exit status 2).
+    with pytest.raises(UserError, match='--input line 2 has no "context"'):
+        tasks.restore_task(str(trained)).predict([lines[0], '{"question": "Who?"}'])
 
 
 # --------------------------------------------- a Hugging Face BertForQuestionAnswering

@@ -11,11 +11,11 @@ name alone, with a sentence about the weather or the town::
 
 A question asks for a person's surname by first name ("What is Mira's surname?" -> "Holm",
 "What is the surname of Tomas?" -> "Berg") or for the person with a job ("Who is the
-poet?" -> "Ines Dahl"). Every story has three first names, surnames and jobs, so the
-answer is found only by matching the question's name (or job) with the right place of
-the context, not by the kind of word asked for. A share of questions (``unanswerable``)
-cannot be answered: they ask about a name or a job the story does not have (SQuAD 2.0's
-``is_impossible``; their answer is [CLS]).
+poet?" -> "Ines Dahl"). Every story has three first names, surnames and jobs, and names
+come back without their surname, so the answer is found only by matching the question's
+name (or job) with the right place of the context. A share of questions
+(``unanswerable``) cannot be answered: they ask about a name or a job the story does not
+have (SQuAD 2.0's ``is_impossible``; their answer is [CLS]).
 
 Dev and test questions ask for combinations no training story contains: training stories
 leave out every (first name, job) and (first name, surname) pair whose hash falls in one

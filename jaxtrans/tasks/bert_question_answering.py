@@ -234,7 +234,9 @@ class BertQuestionAnsweringTask(BertTask):
 
     def encoded_split(self, split: str) -> qa_features.EncodedExamples | None:
         if split not in self._splits:
-            examples = read_split(self.config.data, split)
+            # A Hugging Face directory is scored on the given files only, never the demo.
+            given = not self.pretrained_path or self.config.data.get(f"qa_{split}", "")
+            examples = read_split(self.config.data, split) if given else None
             if examples is not None:
                 check_version(examples, self.config.data, split)
             self._splits[split] = examples and self.encoder.encode(examples, training=False)
