@@ -12,8 +12,20 @@ import tokenizers
 from conftest import TINY_TRANSLATION
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from jaxtrans.data import BOS_ID, EOS_ID, PAD_ID, get_data_config, training_pairs
-from jaxtrans.data.pretrained_tokenizer import PretrainedTokenizer, read_pretrained
+from jaxtrans.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    get_data_config,
+    load_or_train_tokenizer,
+    load_tokenizer,
+    training_pairs,
+)
+from jaxtrans.data.pretrained_tokenizer import (
+    PretrainedTokenizer,
+    PretrainedVocabulary,
+    read_pretrained,
+)
 from jaxtrans.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,18 +67,18 @@ def wordpiece_dir(tmp_path_factory):
 
 
 def test_bert_style_special_tokens_take_the_reserved_ids(wordpiece_dir):
-    tokenizer = PretrainedTokenizer(read_pretrained(wordpiece_dir), "test")
+    tokenizer = PretrainedVocabulary(read_pretrained(wordpiece_dir), "test")
     assert tokenizer.special_tokens == {"pad": "[PAD]", "eos": "[SEP]", "bos": "[CLS]"}
     assert [tokenizer.to_model[i] for i in (0, 102, 101)] == [PAD_ID, EOS_ID, BOS_ID]
     lines = vocab_lines(wordpiece_dir)
     assert tokenizer.vocab_size == len(lines)
     assert sorted(tokenizer.to_model) == list(range(len(lines)))
-    ids = tokenizer.encode_source_batch(demo_texts(50))
+    ids = tokenizer.encode_batch(demo_texts(50))
     assert not {PAD_ID, EOS_ID, BOS_ID} & {i for row in ids for i in row}
 
 
 def test_decoding_joins_word_pieces_and_chinese_characters(wordpiece_dir):
-    tokenizer = PretrainedTokenizer(read_pretrained(wordpiece_dir), "test")
+    tokenizer = PretrainedTokenizer(PretrainedVocabulary(read_pretrained(wordpiece_dir), "test"))
     english = demo_texts(5)[1]
     glued = "".join(english.split()[:3])  # one word the vocabulary has only in pieces
     pieces = read_pretrained(wordpiece_dir).encode(glued, add_special_tokens=False).tokens
@@ -87,19 +99,19 @@ def test_a_tokenizer_json_without_a_start_token_gets_one_more_id(tmp_path):
     )
     bpe.train_from_iterator(demo_texts(100), trainer)
     bpe.save(str(tmp_path / "tokenizer.json"))
-    tokenizer = PretrainedTokenizer(read_pretrained(str(tmp_path / "tokenizer.json")), "test")
+    tokenizer = PretrainedVocabulary(read_pretrained(str(tmp_path / "tokenizer.json")), "test")
     size = bpe.get_vocab_size()
     assert tokenizer.vocab_size == size + 1 and tokenizer.special_tokens["bos"] is None
     assert [tokenizer.to_model[i] for i in (1, 2, size)] == [PAD_ID, EOS_ID, BOS_ID]
     text = demo_texts(3)[0] + " 我们喜欢猫。"
-    assert tokenizer.decode_target(tokenizer.encode_target(text)) == text
+    assert tokenizer.decode(tokenizer.encode_batch([text])[0]) == text
 
 
 @pytest.mark.parametrize("tokens, missing", [(["[UNK]", "[SEP]"], "padding"), (["[PAD]"], "end")])
 def test_a_vocabulary_without_pad_or_end_token_is_a_one_line_error(tmp_path, tokens, missing):
     (tmp_path / "vocab.txt").write_text("\n".join([*tokens, "[UNK]", "a", "b"]) + "\n")
     with pytest.raises(UserError, match=f"no {missing} token") as error:
-        PretrainedTokenizer(read_pretrained(str(tmp_path)), str(tmp_path))
+        PretrainedVocabulary(read_pretrained(str(tmp_path)), str(tmp_path))
     assert "\n" not in str(error.value)
 
 
@@ -137,3 +149,20 @@ def test_a_tiny_run_with_a_wordpiece_vocabulary_trains_and_evaluates(wordpiece_d
     assert (
         json.loads(report.read_text())["num_sentences"] == TINY_TRANSLATION["data.demo_test_size"]
     )
+
+
+def test_a_target_tokenizer_of_its_own_gives_the_target_side_its_vocabulary(
+    wordpiece_dir, tmp_path
+):
+    english = [t for t in demo_texts(100) if t.isascii()]
+    target_dir = write_multilingual_style_vocab(tmp_path / "target", english[:50])
+    data = get_data_config()
+    data.update(tokenizer=wordpiece_dir, target_tokenizer=target_dir, demo_train_size=50)
+    tokenizer = load_or_train_tokenizer(data, str(tmp_path / "run"))
+    assert not tokenizer.shared
+    assert tokenizer.target_vocab_size == len(vocab_lines(target_dir))
+    assert tokenizer.source_vocab_size == len(vocab_lines(wordpiece_dir))
+    restored = load_tokenizer(str(tmp_path / "run"))
+    text = english[0]
+    assert restored.decode_target(restored.encode_target(text)) == text
+    assert restored.encode_target(text) == tokenizer.encode_target(text)

@@ -2,8 +2,9 @@
 
 ``data.tokenizer`` names a ``tokenizer.json``, or a directory holding one (or holding only
 a BERT ``vocab.txt``, with ``tokenizer_config.json``'s ``do_lower_case``): WordPiece,
-BPE or Unigram. One vocabulary serves both languages. The files are copied into
-``WORKDIR/tokenizer/huggingface/`` so that the workdir alone can be evaluated.
+BPE or Unigram. It serves both languages, unless ``data.target_tokenizer`` names another
+for the target side. The files are copied into ``WORKDIR/tokenizer/huggingface/`` (and
+``huggingface-target/``) so that the workdir alone can be evaluated.
 
 The model, the pipeline and decoding use jaxtrans's fixed ids (pad 0, eos 1, bos 2). A
 pretrained vocabulary puts its own special tokens elsewhere (bert-base-multilingual-cased:
@@ -33,6 +34,7 @@ from jaxtrans.data import vocab
 from jaxtrans.errors import UserError, describe
 
 HF_DIR = "huggingface"
+HF_TARGET_DIR = "huggingface-target"
 TOKENIZER_FILE = "tokenizer.json"
 PAD_TOKENS = ("[PAD]", "<pad>", "<PAD>")
 EOS_TOKENS = ("[SEP]", "</s>", "<eos>", "[EOS]", "<|endoftext|>")
@@ -48,11 +50,9 @@ def _first_token(tokenizer: tokenizers.Tokenizer, candidates: Sequence[str]) -> 
     return next((t for t in candidates if tokenizer.token_to_id(t) is not None), None)
 
 
-class PretrainedTokenizer:
-    """The Tokenizer interface (jaxtrans.data.tokenizer) over one Hugging Face tokenizer,
-    shared by source and target, with its special tokens on jaxtrans's reserved ids."""
-
-    shared = True
+class PretrainedVocabulary:
+    """One Hugging Face tokenizer with its special tokens on jaxtrans's reserved ids:
+    ``to_model[vocabulary id]`` and ``to_vocabulary[model id]``."""
 
     def __init__(self, tokenizer: tokenizers.Tokenizer, where: str):
         self._tokenizer = tokenizer
@@ -84,30 +84,14 @@ class PretrainedTokenizer:
         to_model[displaced] = vacated
         self.to_model = to_model
         self.to_vocabulary = np.argsort(to_model)
-        self._extra_bos = size if extra_bos else None
         self._join_han = isinstance(tokenizer.decoder, decoders.WordPiece)
 
-    @property
-    def source_vocab_size(self) -> int:
-        return self.vocab_size
-
-    @property
-    def target_vocab_size(self) -> int:
-        return self.vocab_size
-
-    def encode_source_batch(self, texts: Sequence[str]) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Texts -> model ids, without special tokens (the pipeline adds EOS / BOS)."""
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [self.to_model[e.ids].tolist() for e in encodings]
 
-    encode_target_batch = encode_source_batch
-
-    def encode_source(self, text: str) -> list[int]:
-        return self.encode_source_batch([text])[0]
-
-    encode_target = encode_source
-
-    def decode_target(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int]) -> str:
         """Model ids -> text: stops at the first EOS, drops special tokens, joins WordPiece
         continuations (##) and the Han characters BERT's pre-tokenizer split apart."""
         content = []
@@ -120,15 +104,56 @@ class PretrainedTokenizer:
         text = self._tokenizer.decode(content, skip_special_tokens=True)
         return _HAN_SPACE.sub("", text) if self._join_han else text
 
-    decode_source = decode_target
+    def save(self, path: str) -> None:
+        self._tokenizer.save(path)
+
+
+class PretrainedTokenizer:
+    """The Tokenizer interface (jaxtrans.data.tokenizer) over pretrained vocabularies:
+    one for both sides (``target`` None: shared) or one each."""
+
+    def __init__(self, source: PretrainedVocabulary, target: PretrainedVocabulary | None = None):
+        self._source = source
+        self._target = source if target is None else target
+
+    @property
+    def shared(self) -> bool:
+        return self._source is self._target
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self._source.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self._target.vocab_size
+
+    def encode_source_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._source.encode_batch(texts)
+
+    def encode_target_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._target.encode_batch(texts)
+
+    def encode_source(self, text: str) -> list[int]:
+        return self._source.encode_batch([text])[0]
+
+    def encode_target(self, text: str) -> list[int]:
+        return self._target.encode_batch([text])[0]
+
+    def decode_source(self, ids: Iterable[int]) -> str:
+        return self._source.decode(ids)
+
+    def decode_target(self, ids: Iterable[int]) -> str:
+        return self._target.decode(ids)
 
     def check_vocab_size(self, expected_source: int, expected_target: int | None = None) -> None:
         expected_target = expected_source if expected_target is None else expected_target
-        if (self.vocab_size, self.vocab_size) != (expected_source, expected_target):
+        actual = (self.source_vocab_size, self.target_vocab_size)
+        if actual != (expected_source, expected_target):
             raise UserError(
-                f"the workdir's tokenizer has {self.vocab_size} ids but the checkpoint expects "
-                f"source={expected_source}, target={expected_target}; use the workdir the "
-                "checkpoint was trained in"
+                f"the workdir's tokenizer has vocabulary sizes source={actual[0]}, "
+                f"target={actual[1]} but the checkpoint expects source={expected_source}, "
+                f"target={expected_target}; use the workdir the checkpoint was trained in"
             )
 
 
@@ -151,10 +176,10 @@ def _wordpiece_from_vocab(directory: str) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-def read_pretrained(path: str) -> tokenizers.Tokenizer:
+def read_pretrained(path: str, flag: str = "tokenizer") -> tokenizers.Tokenizer:
     """The tokenizer of ``path`` (a tokenizer.json, or a directory with one or with a
     BERT vocab.txt); a WordPiece model without a decoder gets WordPiece's (## joining)."""
-    where = f"--config.data.tokenizer={path}"
+    where = f"--config.data.{flag}={path}"
     directory = path if os.path.isdir(path) else None
     if directory and os.path.isfile(os.path.join(directory, TOKENIZER_FILE)):
         path = os.path.join(directory, TOKENIZER_FILE)
@@ -183,29 +208,41 @@ def read_pretrained(path: str) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-def copy_pretrained(path: str, directory: str) -> dict:
-    """Writes ``path``'s tokenizer as DIRECTORY/huggingface/tokenizer.json (with the
-    vocab.txt and tokenizer configs beside it, if any); returns its metadata."""
-    tokenizer = read_pretrained(path)
-    checked = PretrainedTokenizer(tokenizer, f"--config.data.tokenizer={path}")
-    target = os.path.join(directory, HF_DIR)
+def _copy_one(path: str, flag: str, target: str) -> PretrainedVocabulary:
+    """Writes ``path``'s tokenizer as TARGET/tokenizer.json (with the vocab.txt and
+    tokenizer configs beside it, if any); returns it."""
+    vocabulary = PretrainedVocabulary(read_pretrained(path, flag), f"--config.data.{flag}={path}")
     os.makedirs(target)
-    tokenizer.save(os.path.join(target, TOKENIZER_FILE))
+    vocabulary.save(os.path.join(target, TOKENIZER_FILE))
     if os.path.isdir(path):
         for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
             if os.path.isfile(os.path.join(path, name)):
                 shutil.copyfile(os.path.join(path, name), os.path.join(target, name))
-    return {
-        "kind": "huggingface",
-        "shared": True,
-        "copied_from": os.path.abspath(path),
-        "special_tokens": checked.special_tokens,
-        "source_vocab_size": checked.vocab_size,
-        "target_vocab_size": checked.vocab_size,
-    }
+    return vocabulary
 
 
-def load_pretrained(directory: str) -> PretrainedTokenizer:
+def copy_pretrained(path: str, target_path: str, directory: str) -> dict:
+    """Copies the tokenizer of ``path`` into DIRECTORY/huggingface/ and, when
+    ``target_path`` is given, the target side's into DIRECTORY/huggingface-target/;
+    returns their metadata."""
+    source = _copy_one(path, "tokenizer", os.path.join(directory, HF_DIR))
+    metadata = {"kind": "huggingface", "shared": not target_path}
+    metadata["copied_from"] = os.path.abspath(path)
+    metadata["special_tokens"] = source.special_tokens
+    target = source
+    if target_path:
+        target = _copy_one(target_path, "target_tokenizer", os.path.join(directory, HF_TARGET_DIR))
+        metadata["target_copied_from"] = os.path.abspath(target_path)
+        metadata["target_special_tokens"] = target.special_tokens
+    metadata.update(source_vocab_size=source.vocab_size, target_vocab_size=target.vocab_size)
+    return metadata
+
+
+def load_pretrained(directory: str, shared: bool = True) -> PretrainedTokenizer:
     """The tokenizer copied into ``directory`` (a workdir's tokenizer/) by copy_pretrained."""
-    path = os.path.join(directory, HF_DIR, TOKENIZER_FILE)
-    return PretrainedTokenizer(tokenizers.Tokenizer.from_file(path), path)
+
+    def load(name: str) -> PretrainedVocabulary:
+        path = os.path.join(directory, name, TOKENIZER_FILE)
+        return PretrainedVocabulary(tokenizers.Tokenizer.from_file(path), path)
+
+    return PretrainedTokenizer(load(HF_DIR), None if shared else load(HF_TARGET_DIR))

@@ -123,7 +123,7 @@ def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
         with open(metadata_path, encoding="utf-8") as f:
             metadata = json.load(f)
         if metadata.get("kind") == "huggingface":
-            return load_pretrained(directory)
+            return load_pretrained(directory, shared=metadata["shared"])
         if metadata["shared"]:
             model = load(SHARED_MODEL)
             return Tokenizer(model, model)
@@ -142,6 +142,11 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
     call it first so that only one trains.
     """
     wanted = data_config.get("tokenizer", "sentencepiece") or "sentencepiece"
+    if wanted == "sentencepiece" and data_config.get("target_tokenizer"):
+        raise UserError(
+            f"--config.data.target_tokenizer={data_config.target_tokenizer} is the target side "
+            "of a Hugging Face pair: set --config.data.tokenizer to the source side's"
+        )
     metadata_path = os.path.join(tokenizer_dir(workdir), METADATA_FILE)
     if not os.path.isfile(metadata_path):
         if wanted == "sentencepiece":
@@ -149,7 +154,8 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
         else:
             complete = lambda path: os.path.isfile(os.path.join(path, METADATA_FILE))  # noqa: E731
             with new_directory(workdir, TOKENIZER_DIR, complete) as scratch:
-                metadata = copy_pretrained(wanted, scratch)
+                target = data_config.get("target_tokenizer", "")
+                metadata = copy_pretrained(wanted, target, scratch)
                 with open(os.path.join(scratch, METADATA_FILE), "w") as f:
                     json.dump(metadata, f, indent=2)
     tokenizer = load_tokenizer(workdir)
