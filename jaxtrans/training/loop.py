@@ -121,10 +121,11 @@ def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
     for key, value in (("num_steps", steps), ("num_epochs", epochs)):
         if not isinstance(value, int) or value < 0:
             raise UserError(f"--config.train.{key}={value!r}: use a whole number >= 0")
-    if (steps > 0) == (epochs > 0):
+    # Both 0 is a run of no steps: it sets up the workdir (tokenizer, config) and stops.
+    if steps > 0 and epochs > 0:
         raise UserError(
             f"--config.train.num_steps={steps} and --config.train.num_epochs={epochs}: set "
-            "exactly one of them above 0 (the other 0)"
+            "one of them, the other to 0"
         )
     if config.train.on_nonfinite not in ("stop", "skip"):
         raise UserError(
