@@ -12,6 +12,7 @@ from jaxtrans.data.epochs import batches_per_epoch
 from jaxtrans.errors import UserError
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.training.loop import check_run_settings, run_length
+from jaxtrans.training.optimizer import make_optimizer
 
 
 class WordCountTokenizer:
@@ -85,6 +86,21 @@ def test_a_task_that_cannot_count_epochs_says_num_epochs_is_for_translation():
     config = tiny_translation_config(0, **{"train.num_epochs": 2, "task": "bert_pretraining"})
     with pytest.raises(UserError, match="num_epochs is for translation runs"):
         run_length(config, Uncounted(), is_main=False)
+
+
+def test_a_linear_decay_ends_at_the_counted_length_of_the_run(capsys):
+    class Counted:
+        def steps_per_epoch(self, seed, process_count):
+            return 5, "counted"
+
+    config = tiny_translation_config(0, **{"train.num_epochs": 3})
+    config.optimizer.update(schedule="linear", warmup_steps=2, learning_rate=1e-3)
+    num_steps = run_length(config, Counted(), is_main=True)
+    assert num_steps == 15 and "one epoch = 5 steps (counted); 3 epochs = 15 steps" in (
+        capsys.readouterr().out
+    )
+    _, schedule = make_optimizer(config.optimizer, config.model.d_model, num_steps)
+    assert float(schedule(14)) > 0 and float(schedule(15)) == 0
 
 
 def read_train_records(workdir):
