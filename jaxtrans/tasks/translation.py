@@ -1,6 +1,7 @@
-"""The translation task: SentencePiece tokenizer, encoder-decoder Transformer, label-smoothed
-cross entropy over non-pad targets; dev loss and dev BLEU/chrF while training; BLEU
-reports, translation of user input and attention pictures of a trained run.
+"""The translation task: SentencePiece (or Hugging Face) tokenizer, encoder-decoder
+Transformer, label-smoothed cross entropy over non-pad targets; dev loss and dev BLEU/chrF
+while training; BLEU reports, translation of user input and attention pictures of a
+trained run; the steps of an epoch (train.num_epochs).
 
 Dev BLEU during training and evaluate.py's reports decode and score through the same
 function (jaxtrans.inference.report.translate_and_score). A configured dev split is read
