@@ -10,6 +10,7 @@ alone (nothing from ``init_from`` is read).
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig
 from jaxtrans.models.huggingface import from_huggingface, graft_params
@@ -72,6 +74,56 @@ def check_sequence_length(model_config: BertConfig, max_seq_length: int) -> None
             f"--config.data.max_seq_length={max_seq_length} exceeds the model's position "
             f"table (max_len={model_config.max_len}); use a shorter max_seq_length"
         )
+
+
+def start_from_checkpoint(
+    config: ml_collections.ConfigDict, workdir: str, **model_changes: Any
+) -> tuple[bert_init.InitSource, BertTokenizer, BertConfig]:
+    """What a fine-tuning run takes from ``config.init_from``: the source checkpoint, its
+    tokenizer (the workdir's copy, made on the first start) and its model config with the
+    run's FINE_TUNING_FIELDS and ``model_changes`` (e.g. num_labels)."""
+    source = bert_init.init_source(config.init_from)
+    if config.data.get("hf_checkpoint"):
+        raise UserError(
+            "the vocabulary of a fine-tuning run comes from --config.init_from; "
+            "leave --config.data.hf_checkpoint empty"
+        )
+    if bert_init.has_run_tokenizer(workdir):
+        tokenizer = bert_init.load_run_tokenizer(workdir)
+    else:
+        tokenizer = bert_init.install_tokenizer(list(source.tokenizer_files), workdir)
+    if tokenizer.vocab_size != source.config.vocab_size:
+        raise UserError(
+            f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces but "
+            f"its model {source.config.vocab_size}; is it the vocabulary it was trained with?"
+        )
+    changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
+    try:
+        model_config = source.config.replace(**changes, **model_changes)
+    except (ValueError, TypeError) as error:
+        raise UserError(f"config.model: {error}") from error
+    return source, tokenizer, model_config
+
+
+def start_fresh(
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    documents: Callable[[], list[list[str]]],
+    **model_changes: Any,
+) -> tuple[BertTokenizer, BertConfig]:
+    """A fine-tuning run with no ``init_from``: a fresh model of ``config.model``'s shape
+    whose tokenizer is the workdir's, else the vocab.txt of ``data.hf_checkpoint``, else
+    SentencePiece trained on ``documents()`` (lists of sentences) into the workdir."""
+    if bert_init.has_run_tokenizer(workdir):
+        tokenizer = bert_init.load_run_tokenizer(workdir)
+    elif config.data.get("hf_checkpoint"):
+        files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
+        tokenizer = bert_init.install_tokenizer(files, workdir)
+    else:
+        tokenizer = load_or_train_bert_tokenizer(config.data, workdir, documents())
+    model = config.model.to_dict()
+    model.update(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, **model_changes)
+    return tokenizer, bert_config(model)
 
 
 def _has_path(tree: dict[str, Any], path: str) -> bool:

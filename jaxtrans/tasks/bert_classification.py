@@ -21,10 +21,10 @@ from jaxtrans.models.huggingface import graft_params
 from jaxtrans.tasks import bert_init, bert_predict
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import (
-    FINE_TUNING_FIELDS,
     BertTask,
     check_sequence_length,
     resolve_run_config,
+    start_from_checkpoint,
 )
 from jaxtrans.tasks.bert_objectives import classification_sums
 
@@ -101,29 +101,12 @@ class BertClassificationTask(BertTask):
                 "--config.init_from is required: a BERT pretraining workdir or a Hugging "
                 "Face BERT checkpoint directory to fine-tune"
             )
-        source = bert_init.init_source(config.init_from)
-        if config.data.get("hf_checkpoint"):
-            raise UserError(
-                "the vocabulary of a fine-tuning run comes from --config.init_from; "
-                "leave --config.data.hf_checkpoint empty"
-            )
         data = ClassificationData(config.data)
         train = data.examples("train")
         labels = data.labels(train)
-        if bert_init.has_run_tokenizer(workdir):
-            tokenizer = bert_init.load_run_tokenizer(workdir)
-        else:
-            tokenizer = bert_init.install_tokenizer(list(source.tokenizer_files), workdir)
-        if tokenizer.vocab_size != source.config.vocab_size:
-            raise UserError(
-                f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces but "
-                f"its model {source.config.vocab_size}; is it the vocabulary it was trained with?"
-            )
-        changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
-        try:
-            model_config = source.config.replace(num_labels=len(labels), **changes)
-        except (ValueError, TypeError) as error:
-            raise UserError(f"config.model: {error}") from error
+        source, tokenizer, model_config = start_from_checkpoint(
+            config, workdir, num_labels=len(labels)
+        )
         run_config = resolve_run_config(config, model_config)
         run_config.data.labels = ",".join(labels)
         return cls(run_config, model_config, tokenizer, source, train)

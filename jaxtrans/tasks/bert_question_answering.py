@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from jaxtrans.data import qa_features
-from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
+from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import local_batch_size
 from jaxtrans.data.qa_demo import check_version, read_split
 from jaxtrans.data.squad import QAExample, gold_answers, parse_question_line
@@ -39,11 +39,11 @@ from jaxtrans.models.huggingface import graft_params
 from jaxtrans.tasks import bert_init
 from jaxtrans.tasks.base import Batch, report_stem
 from jaxtrans.tasks.bert import (
-    FINE_TUNING_FIELDS,
     BertTask,
-    bert_config,
     check_sequence_length,
     resolve_run_config,
+    start_fresh,
+    start_from_checkpoint,
 )
 
 
@@ -105,45 +105,18 @@ class BertQuestionAnsweringTask(BertTask):
         if train is None:
             raise UserError("set --config.data.qa_train to a SQuAD JSON file")
         check_version(train, config.data, "train")
-        changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
         source = None
         if config.get("init_from"):
-            source = bert_init.init_source(config.init_from)
-            if config.data.get("hf_checkpoint"):
-                raise UserError(
-                    "the vocabulary of a fine-tuning run comes from --config.init_from; "
-                    "leave --config.data.hf_checkpoint empty"
-                )
-            if bert_init.has_run_tokenizer(workdir):
-                tokenizer = bert_init.load_run_tokenizer(workdir)
-            else:
-                tokenizer = bert_init.install_tokenizer(list(source.tokenizer_files), workdir)
-            if tokenizer.vocab_size != source.config.vocab_size:
-                raise UserError(
-                    f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces "
-                    f"but its model {source.config.vocab_size}; is it the vocabulary it was "
-                    "trained with?"
-                )
-            try:
-                model_config = source.config.replace(**changes)
-            except (ValueError, TypeError) as error:
-                raise UserError(f"config.model: {error}") from error
+            source, tokenizer, model_config = start_from_checkpoint(config, workdir)
         else:
-            if bert_init.has_run_tokenizer(workdir):
-                tokenizer = bert_init.load_run_tokenizer(workdir)
-            elif config.data.get("hf_checkpoint"):
-                files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
-                tokenizer = bert_init.install_tokenizer(files, workdir)
-            else:
+
+            def documents() -> list[list[str]]:
                 # Trained on the words as they are encoded: one at a time.
                 texts = {" ".join(w.text for w in split_words(text)) for e in train
                          for text in (e.context, e.question)}  # fmt: skip
-                tokenizer = load_or_train_bert_tokenizer(
-                    config.data, workdir, [[text] for text in sorted(texts)]
-                )
-            model = config.model.to_dict()
-            model.update(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
-            model_config = bert_config(model)
+                return [[text] for text in sorted(texts)]
+
+            tokenizer, model_config = start_fresh(config, workdir, documents)
         return cls(resolve_run_config(config, model_config), model_config, tokenizer, source, train)
 
     # ------------------------------------------------------------------- training

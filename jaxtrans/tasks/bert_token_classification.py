@@ -28,7 +28,7 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.data import bert_pipeline, conll, token_classification
-from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
+from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference import entities
@@ -38,11 +38,11 @@ from jaxtrans.models.huggingface import graft_params
 from jaxtrans.tasks import bert_init
 from jaxtrans.tasks.base import Batch, report_stem
 from jaxtrans.tasks.bert import (
-    FINE_TUNING_FIELDS,
     BertTask,
-    bert_config,
     check_sequence_length,
     resolve_run_config,
+    start_fresh,
+    start_from_checkpoint,
 )
 
 
@@ -107,24 +107,9 @@ class BertTokenClassificationTask(BertTask):
             raise UserError(f"labels {[x for x in labels if ',' in x]} contain commas")
         source = None
         if config.get("init_from", ""):
-            if config.data.get("hf_checkpoint"):
-                raise UserError(
-                    "the vocabulary of a fine-tuning run comes from --config.init_from; "
-                    "leave --config.data.hf_checkpoint empty"
-                )
-            source = bert_init.init_source(config.init_from)
-            tokenizer = cls._tokenizer(workdir, list(source.tokenizer_files))
-            if tokenizer.vocab_size != source.config.vocab_size:
-                raise UserError(
-                    f"the tokenizer of {config.init_from} has {tokenizer.vocab_size} pieces "
-                    f"but its model {source.config.vocab_size}; is it the vocabulary it was "
-                    "trained with?"
-                )
-            changes = {k: config.model[k] for k in FINE_TUNING_FIELDS if k in config.model}
-            try:
-                model_config = source.config.replace(num_labels=len(labels), **changes)
-            except (ValueError, TypeError) as error:
-                raise UserError(f"config.model: {error}") from error
+            source, tokenizer, model_config = start_from_checkpoint(
+                config, workdir, num_labels=len(labels)
+            )
         else:
             if "d_model" not in config.model:
                 raise UserError(
@@ -132,29 +117,14 @@ class BertTokenClassificationTask(BertTask):
                     "checkpoint directory to fine-tune (configs/bert_ner_demo.py trains a "
                     "fresh model instead)"
                 )
-            if bert_init.has_run_tokenizer(workdir):
-                tokenizer = bert_init.load_run_tokenizer(workdir)
-            elif config.data.get("hf_checkpoint"):
-                files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
-                tokenizer = bert_init.install_tokenizer(files, workdir)
-            else:  # SentencePiece trained on the training sentences, kept in the workdir
-                text = [[" ".join(s.words) for s in train]]
-                tokenizer = load_or_train_bert_tokenizer(config.data, workdir, text)
-            model = config.model.to_dict()
-            model.update(
-                vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, num_labels=len(labels)
+            # SentencePiece, when trained, learns the training sentences.
+            documents = lambda: [[" ".join(s.words) for s in train]]  # noqa: E731
+            tokenizer, model_config = start_fresh(
+                config, workdir, documents, num_labels=len(labels)
             )
-            model_config = bert_config(model)
         run_config = resolve_run_config(config, model_config)
         run_config.data.labels = ",".join(labels)
         return cls(run_config, model_config, tokenizer, source, train)
-
-    @staticmethod
-    def _tokenizer(workdir: str, files) -> BertTokenizer:
-        """The workdir's tokenizer, else ``files`` copied into it."""
-        if bert_init.has_run_tokenizer(workdir):
-            return bert_init.load_run_tokenizer(workdir)
-        return bert_init.install_tokenizer(list(files), workdir)
 
     # ---------------------------------------------------------------- the loop's calls
 
