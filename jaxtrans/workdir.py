@@ -60,6 +60,18 @@ def load_run_config(workdir: str) -> ml_collections.ConfigDict:
         raise UserError(f"{path}: {describe(error)}; {restore}") from error
 
 
+def huggingface_model_type(path: str) -> str | None:
+    """The ``model_type`` of a Hugging Face model directory's config.json ("bert",
+    "marian", ...); None for a jaxtrans workdir or anything that is not such a directory."""
+    try:
+        with open(config_path(path), encoding="utf-8") as f:
+            saved = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    model_type = saved.get("model_type") if isinstance(saved, dict) else None
+    return model_type if isinstance(model_type, str) else None
+
+
 def save_run_config(workdir: str, config: ml_collections.ConfigDict) -> None:
     """Write config.json atomically (temporary file, then rename); an unchanged file is left
     alone, so that resuming touches nothing it does not have to."""

@@ -28,6 +28,7 @@ LAYERS = {
     "plot": ("programs", 5),
     "pictures": ("programs", 5),
     "export": ("programs", 5),
+    "translator": ("programs", 5),
 }
 # The largest module allowed, and the modules allowed more, with the reason.
 MAX_LINES = 400

@@ -1,0 +1,72 @@
+"""``from jaxtrans import Translator``: the Python way to load a translation run and translate,
+checked against what evaluate.py's task computes for the same run."""
+
+import jax
+import pytest
+from conftest import tiny_translation_config
+
+import jaxtrans
+from jaxtrans.errors import UserError
+from jaxtrans.inference.bleu import corpus_scores
+from jaxtrans.tasks import restore_task, train_and_evaluate
+
+SENTENCES = ["ke tafo miro lesa .", "ke lesa tafo .", "miro ke tafo miro lesa lesa ."]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("translator")
+    config = tiny_translation_config(
+        4, **{"train.checkpoint_every": 2, "train.compilation_cache_dir": ""}
+    )
+    train_and_evaluate(config, str(workdir))
+    return str(workdir)
+
+
+def test_translator_is_importable_from_the_package_without_importing_jax_first():
+    assert jaxtrans.Translator.__name__ == "Translator"
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        jaxtrans.Nothing  # noqa: B018
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_translate_equals_the_tasks_prediction(workdir, beam_size):
+    translator = jaxtrans.Translator.load(workdir)
+    expected = restore_task(workdir).predict(SENTENCES, options={"beam_size": beam_size})
+    assert translator.translate(SENTENCES, beam_size=beam_size) == expected
+    # Batching does not change a translation.
+    assert translator.translate(SENTENCES, beam_size=beam_size, batch_size=1) == expected
+    assert translator.step == 4
+
+
+def test_an_earlier_checkpoint_and_an_average_restore_their_own_parameters(workdir):
+    latest = jaxtrans.Translator.load(workdir)
+    earlier = jaxtrans.Translator.load(workdir, checkpoint="2")
+    averaged = jaxtrans.Translator.load(workdir, checkpoint="avg:2")
+    assert (earlier.step, averaged.step) == (2, 4)
+    assert "average" in averaged.description
+    leaves = [jax.tree.leaves(t.params)[0] for t in (latest, earlier, averaged)]
+    assert abs(float((leaves[0] - leaves[1]).sum())) > 0
+    assert abs(float((leaves[2] - (leaves[0] + leaves[1]) / 2).max())) < 1e-6
+
+
+def test_score_is_sacrebleu_of_the_translations(workdir):
+    translator = jaxtrans.Translator.load(workdir)
+    references = ["the man sees the dog .", "the dog sees .", "a man sees a dog ."]
+    scores = translator.score(SENTENCES, references, beam_size=1)
+    expected = corpus_scores(translator.translate(SENTENCES, beam_size=1), references, "en")
+    assert (scores.bleu, scores.chrf, scores.bleu_signature) == (
+        expected.bleu,
+        expected.chrf,
+        expected.bleu_signature,
+    )
+
+
+def test_mistakes_are_one_line_user_errors(workdir, tmp_path):
+    translator = jaxtrans.Translator.load(workdir)
+    with pytest.raises(UserError, match="list of sentences"):
+        translator.translate("ke tafo .")
+    with pytest.raises(UserError, match="3 sentences but 1 references"):
+        translator.score(SENTENCES, ["one"])
+    with pytest.raises(UserError, match="no config.json"):
+        jaxtrans.Translator.load(str(tmp_path))
