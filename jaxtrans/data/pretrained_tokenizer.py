@@ -50,6 +50,22 @@ def _first_token(tokenizer: tokenizers.Tokenizer, candidates: Sequence[str]) -> 
     return next((t for t in candidates if tokenizer.token_to_id(t) is not None), None)
 
 
+def reserved_ids_permutation(size: int, pad: int, eos: int, bos: int | None) -> np.ndarray:
+    """``to_model[vocabulary id]``: the permutation putting a vocabulary's pad / end / start
+    ids (of ``size`` ids) on jaxtrans's reserved 0 / 1 / 2 and the tokens that held 0 / 1 / 2
+    on the ids those left, in increasing order. ``bos`` None: the vocabulary has no start
+    token and gets one extra id, ``size``, so the result has ``size + 1`` entries."""
+    special = {pad: vocab.PAD_ID, eos: vocab.EOS_ID, size if bos is None else bos: vocab.BOS_ID}
+    reserved = (vocab.PAD_ID, vocab.EOS_ID, vocab.BOS_ID)
+    displaced = sorted(set(reserved) - set(special))  # vocabulary ids now taken
+    vacated = sorted(set(special) - set(reserved))  # where they go instead
+    to_model = np.arange(size + (bos is None))
+    for vocabulary_id, model_id in special.items():
+        to_model[vocabulary_id] = model_id
+    to_model[displaced] = vacated
+    return to_model
+
+
 class PretrainedVocabulary:
     """One Hugging Face tokenizer with its special tokens on jaxtrans's reserved ids:
     ``to_model[vocabulary id]`` and ``to_vocabulary[model id]``."""
@@ -70,20 +86,13 @@ class PretrainedVocabulary:
         size = tokenizer.get_vocab_size(with_added_tokens=True)
         extra_bos = bos is None  # a start token the vocabulary lacks: one more id
         self.vocab_size = size + extra_bos
-        special = {
-            tokenizer.token_to_id(pad): vocab.PAD_ID,
-            tokenizer.token_to_id(eos): vocab.EOS_ID,
-            size if extra_bos else tokenizer.token_to_id(bos): vocab.BOS_ID,
-        }
-        reserved = (vocab.PAD_ID, vocab.EOS_ID, vocab.BOS_ID)
-        displaced = sorted(set(reserved) - set(special))  # vocabulary ids now taken
-        vacated = sorted(set(special) - set(reserved))  # where they go instead
-        to_model = np.arange(self.vocab_size)
-        for vocabulary_id, model_id in special.items():
-            to_model[vocabulary_id] = model_id
-        to_model[displaced] = vacated
-        self.to_model = to_model
-        self.to_vocabulary = np.argsort(to_model)
+        self.to_model = reserved_ids_permutation(
+            size,
+            tokenizer.token_to_id(pad),
+            tokenizer.token_to_id(eos),
+            None if extra_bos else tokenizer.token_to_id(bos),
+        )
+        self.to_vocabulary = np.argsort(self.to_model)
         self._join_han = isinstance(tokenizer.decoder, decoders.WordPiece)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
