@@ -1,6 +1,6 @@
 """SentencePiece tokenizers trained from the training data and kept in the workdir (or,
 with ``data.tokenizer`` a path, a Hugging Face tokenizer copied into it: see
-jaxtrans.data.pretrained_tokenizer).
+jaxtrans.data.pretrained_tokenizer, and for a Marian directory jaxtrans.data.marian_tokenizer).
 
 ``load_or_train_tokenizer`` trains on first use into ``WORKDIR/tokenizer/`` and reuses it on
 restart and in evaluation. One model serves both languages (``shared_vocab``, needed for
@@ -19,6 +19,7 @@ import numpy as np
 import sentencepiece as spm
 
 from jaxtrans.data import vocab
+from jaxtrans.data.marian_tokenizer import copy_marian, is_marian_directory, load_marian
 from jaxtrans.data.pretrained_tokenizer import PretrainedTokenizer, copy_pretrained, load_pretrained
 from jaxtrans.data.records import PairSource
 from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
@@ -110,7 +111,8 @@ def tokenizer_dir(workdir: str) -> str:
 
 def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
     """The tokenizer saved in ``workdir`` (SentencePiece, or a Hugging Face tokenizer
-    copied in by jaxtrans.data.pretrained_tokenizer); UserError if there is none."""
+    copied in by jaxtrans.data.pretrained_tokenizer or marian_tokenizer); UserError if there
+    is none."""
     directory = tokenizer_dir(workdir)
     metadata_path = os.path.join(directory, METADATA_FILE)
     if not os.path.isfile(metadata_path):
@@ -124,6 +126,8 @@ def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
             metadata = json.load(f)
         if metadata.get("kind") == "huggingface":
             return load_pretrained(directory, shared=metadata["shared"])
+        if metadata.get("kind") == "marian":
+            return load_marian(directory)
         if metadata["shared"]:
             model = load(SHARED_MODEL)
             return Tokenizer(model, model)
@@ -155,7 +159,15 @@ def load_or_train_tokenizer(data_config, workdir: str) -> Tokenizer:
             complete = lambda path: os.path.isfile(os.path.join(path, METADATA_FILE))  # noqa: E731
             with new_directory(workdir, TOKENIZER_DIR, complete) as scratch:
                 target = data_config.get("target_tokenizer", "")
-                metadata = copy_pretrained(wanted, target, scratch)
+                if is_marian_directory(wanted):
+                    if target:
+                        raise UserError(
+                            f"--config.data.tokenizer={wanted} is a Marian directory, which "
+                            "holds both sides: leave --config.data.target_tokenizer empty"
+                        )
+                    metadata = copy_marian(wanted, scratch)
+                else:
+                    metadata = copy_pretrained(wanted, target, scratch)
                 with open(os.path.join(scratch, METADATA_FILE), "w") as f:
                     json.dump(metadata, f, indent=2)
     tokenizer = load_tokenizer(workdir)

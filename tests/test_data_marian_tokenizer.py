@@ -1,0 +1,499 @@
+"""data.tokenizer = a Marian (opus-mt) directory: the ids and texts of
+transformers.MarianTokenizer through the reserved-id permutation, the workdir copy, one-line
+errors; and the inverse, a run's SentencePiece tokenizer written as Marian files that
+MarianTokenizer reads to the run's own ids.
+
+The Marian directories are built here as transformers' conversion script builds them from
+a Marian model: SentencePiece models for cutting, and a vocabulary of their pieces in
+Marian's order (``</s>`` 0, ``<unk>`` 1, then by frequency, ``<pad>`` added last).
+"""
+
+import collections
+import json
+import os
+import random
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import transformers
+
+from jaxtrans.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, get_data_config, load_or_train_tokenizer
+from jaxtrans.data import load_tokenizer as load_workdir_tokenizer
+from jaxtrans.data.marian_export import huggingface_rows, write_marian_tokenizer
+from jaxtrans.data.marian_tokenizer import read_marian
+from jaxtrans.data.pretrained_tokenizer import reserved_ids_permutation
+from jaxtrans.data.sentencepiece_training import train_sentencepiece
+from jaxtrans.data.tokenizer import METADATA_FILE, Tokenizer, tokenizer_dir
+from jaxtrans.errors import UserError
+from jaxtrans.models.marian import marian_to_model_ids
+
+# MarianTokenizer asks for sacremoses, which it does not use to cut text.
+warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+
+GERMAN = [
+    "Ich habe heute keine Zeit.",
+    "Das Wetter ist schön.",
+    "Wo ist der Bahnhof?",
+    "Wir gehen morgen ins Kino.",
+    "Der Hund schläft unter dem Tisch.",
+    "Können Sie mir bitte helfen?",
+    "Die Straße ist sehr lang.",
+    "Öffnen Sie bitte das Fenster.",
+    "Meine Schwester wohnt in Berlin.",
+    "Das Buch liegt auf dem Stuhl.",
+    "Er trinkt jeden Morgen Kaffee.",
+    "Die Kinder spielen im Garten.",
+    "Wie spät ist es jetzt?",
+    "Ich verstehe die Frage nicht.",
+    "Der Zug kommt um acht Uhr an.",
+    "Wir müssen die Datei speichern.",
+    "Die Datei wurde nicht gefunden.",
+    "Bitte geben Sie Ihr Passwort ein.",
+    "Das Programm wird beendet.",
+    "Möchten Sie die Änderungen übernehmen?",
+    "Es regnet schon seit drei Tagen.",
+    "Sie liest gern alte Bücher.",
+    "Unser Lehrer erklärt die Grammatik.",
+    "Der Apfel ist grün und süß.",
+    "Heute Abend kochen wir Suppe.",
+    "Die Tür ist verschlossen.",
+    "Ich suche meinen Schlüssel.",
+    "Das Fenster wurde geschlossen.",
+    "Viele Grüße aus München.",
+    "Der Drucker ist nicht bereit.",
+]
+SPANISH = [
+    "Hoy no tengo tiempo.",
+    "El tiempo es bonito.",
+    "¿Dónde está la estación?",
+    "Mañana vamos al cine.",
+    "El perro duerme debajo de la mesa.",
+    "¿Puede ayudarme, por favor?",
+    "La calle es muy larga.",
+    "Abra la ventana, por favor.",
+    "Mi hermana vive en Madrid.",
+    "El libro está sobre la silla.",
+    "Él bebe café cada mañana.",
+    "Los niños juegan en el jardín.",
+    "¿Qué hora es ahora?",
+    "No entiendo la pregunta.",
+    "El tren llega a las ocho.",
+    "Tenemos que guardar el archivo.",
+    "No se encontró el archivo.",
+    "Introduzca su contraseña.",
+    "El programa se cerrará.",
+    "¿Desea aplicar los cambios?",
+    "Llueve desde hace tres días.",
+    "A ella le gustan los libros viejos.",
+    "Nuestro profesor explica la gramática.",
+    "La manzana es verde y dulce.",
+    "Esta noche cocinamos sopa.",
+    "La puerta está cerrada.",
+    "Busco mi llave.",
+    "La ventana fue cerrada.",
+    "Saludos desde Sevilla.",
+    "La impresora no está lista.",
+]
+CHINESE = [
+    "我今天没有时间。",
+    "天气很好。",
+    "火车站在哪里？",
+    "我们明天去看电影。",
+    "狗在桌子下面睡觉。",
+    "你能帮我吗？",
+    "这条街很长。",
+    "请打开窗户。",
+    "我姐姐住在北京。",
+    "书在椅子上。",
+    "他每天早上喝咖啡。",
+    "孩子们在花园里玩。",
+    "现在几点了？",
+    "我不明白这个问题。",
+    "火车八点到。",
+    "我们必须保存文件。",
+    "找不到文件。",
+    "请输入您的密码。",
+    "程序将退出。",
+    "是否应用更改？",
+    "已经下了三天雨了。",
+    "她喜欢看旧书。",
+    "老师讲解语法。",
+    "苹果又绿又甜。",
+    "今晚我们做汤。",
+    "门锁上了。",
+    "我在找我的钥匙。",
+    "窗户关上了。",
+    "来自上海的问候。",
+    "打印机没有准备好。",
+]
+# Characters none of the models has seen: each cuts to a piece no vocabulary holds.
+UNSEEN = "Жж 😀 ∑ ﷺ"
+
+
+def corpus(sentences: list[str], lines: int = 300, seed: int = 0) -> list[str]:
+    """``lines`` lines of two or three sentences each, drawn with a fixed seed."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(sentences, k=rng.randint(2, 3))) for _ in range(lines)]
+
+
+def random_text(count: int, seed: int = 1) -> list[str]:
+    """Strings of characters drawn from the three languages, digits, punctuation, spaces
+    and characters no model has seen."""
+    alphabet = "".join(set("".join(GERMAN + SPANISH + CHINESE))) + "0123456789 ,.!?-'\"" + UNSEEN
+    rng = random.Random(seed)
+    return ["".join(rng.choices(alphabet, k=rng.randint(1, 40))) for _ in range(count)]
+
+
+def train_marian_spm(lines: list[str], path: str, vocab_size: int) -> spm.SentencePieceProcessor:
+    """A SentencePiece model as Marian's (default ids: <unk> 0, <s> 1, </s> 2)."""
+    with open(path, "wb") as writer:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_writer=writer,
+            vocab_size=vocab_size,
+            hard_vocab_limit=False,
+            num_threads=1,
+            minloglevel=2,
+        )
+    return spm.SentencePieceProcessor(model_file=path)
+
+
+def marian_vocabulary(models_and_lines, codes=(), drop=()) -> dict[str, int]:
+    """vocab.json as Marian's vocabulary and the conversion lay it out: </s> 0, <unk> 1,
+    language codes, the pieces by their frequency in the cut text (pieces in ``drop``
+    left out), then <pad>."""
+    counts = collections.Counter()
+    for model, lines in models_and_lines:
+        for pieces in model.encode(lines, out_type=str):
+            counts.update(pieces)
+        for i in range(model.get_piece_size()):
+            if not (model.is_control(i) or model.is_unknown(i)):
+                counts[model.id_to_piece(i)] += 0
+    order = sorted(counts, key=lambda piece: (-counts[piece], piece))
+    pieces = ["</s>", "<unk>", *codes, *(p for p in order if p not in drop)]
+    vocabulary = {piece: i for i, piece in enumerate(pieces)}
+    vocabulary["<pad>"] = len(vocabulary)
+    return vocabulary
+
+
+def write_json(path, contents) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(contents, f, ensure_ascii=False, indent=2)
+
+
+def marian_directory(path, source_lines, target_lines, *, separate, codes=(), drop=()):
+    """A Marian tokenizer directory as transformers' conversion writes it."""
+    os.makedirs(path)
+    source = train_marian_spm(source_lines, os.path.join(path, "source.spm"), 160)
+    target = train_marian_spm(target_lines, os.path.join(path, "target.spm"), 180)
+    if separate:
+        write_json(path / "vocab.json", marian_vocabulary([(source, source_lines)], drop=drop))
+        target_vocab = marian_vocabulary([(target, target_lines)], codes, drop)
+        write_json(path / "target_vocab.json", target_vocab)
+    else:
+        both = [(source, source_lines), (target, target_lines)]
+        write_json(path / "vocab.json", marian_vocabulary(both, codes, drop))
+    config = {"target_lang": "tgt", "source_lang": "src", "separate_vocabs": separate}
+    write_json(path / "tokenizer_config.json", config)
+    specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+    write_json(path / "special_tokens_map.json", specials)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def shared_dir(tmp_path_factory):
+    """German -> Spanish, one vocabulary, target language codes, two pieces left out."""
+    german, spanish = corpus(GERMAN), corpus(SPANISH)
+    path = tmp_path_factory.mktemp("marian") / "opus-mt-de-es"
+    codes = (">>spa<<", ">>deu<<")
+    return marian_directory(path, german, spanish, separate=False, codes=codes, drop=("▁Z",))
+
+
+@pytest.fixture(scope="module")
+def separate_dir(tmp_path_factory):
+    """Chinese -> German, a vocabulary each."""
+    chinese, german = corpus(CHINESE), corpus(GERMAN)
+    path = tmp_path_factory.mktemp("marian") / "opus-mt-zh-de"
+    return marian_directory(path, chinese, german, separate=True)
+
+
+def reference(directory) -> transformers.MarianTokenizer:
+    return transformers.MarianTokenizer.from_pretrained(directory)
+
+
+def to_model(vocabulary, ids) -> list[int]:
+    return [int(vocabulary.to_model[i]) for i in ids]
+
+
+def assert_same_ids(directory, texts) -> None:
+    """Our ids, with EOS appended, are MarianTokenizer's mapped through the permutation,
+    for both sides."""
+    ours, theirs = read_marian(directory), reference(directory)
+    source_ids = theirs(texts).input_ids
+    target_ids = theirs(text_target=texts).input_ids
+    for text, source, target in zip(texts, source_ids, target_ids, strict=True):
+        assert ours.encode_source(text) + [EOS_ID] == to_model(ours.source_vocabulary, source)
+        assert ours.encode_target(text) + [EOS_ID] == to_model(ours.target_vocabulary, target)
+    assert ours.encode_source_batch(texts) == [ours.encode_source(t) for t in texts]
+
+
+def test_permutation_puts_pad_eos_and_the_decoder_start_on_the_reserved_ids():
+    size = 10  # </s> 0, <unk> 1, ..., <pad> 9; the decoder start is the extra id 10
+    to_model = reserved_ids_permutation(size, size - 1, 0, None).tolist()
+    assert to_model == [1, 9, 10, 3, 4, 5, 6, 7, 8, 0, 2]
+
+
+def test_the_tokenizer_numbers_tokens_as_the_model_loader_numbers_rows(shared_dir, separate_dir):
+    for directory in (shared_dir, separate_dir):
+        tokenizer = read_marian(directory)
+        for side in (tokenizer.source_vocabulary, tokenizer.target_vocabulary):
+            pieces = side.pieces
+            expected = marian_to_model_ids(len(pieces), pieces["<pad>"], pieces["</s>"])
+            np.testing.assert_array_equal(side.to_model, expected)
+    for size, pad, eos in [(10, 9, 0), (10, 0, 1), (10, 2, 5), (5, 1, 0), (8, 4, 2)]:
+        np.testing.assert_array_equal(
+            reserved_ids_permutation(size, pad, eos, None), marian_to_model_ids(size, pad, eos)
+        )
+
+
+def test_source_and_target_ids_equal_marian_tokenizer_on_real_text(shared_dir):
+    assert_same_ids(shared_dir, GERMAN + SPANISH + CHINESE[:5] + ["", "  ", "Ich. ¿Qué?"])
+
+
+def test_source_and_target_ids_equal_marian_tokenizer_on_random_text(shared_dir):
+    assert_same_ids(shared_dir, random_text(200))
+
+
+def test_language_codes_are_one_piece_known_or_unknown(shared_dir):
+    texts = [">>spa<< Ich habe Zeit.", ">>deu<<Hoy.", ">>fra<< Der Hund.", ">>spa<<", ">> no code"]
+    assert_same_ids(shared_dir, texts)
+    tokenizer = read_marian(shared_dir)
+    unk = tokenizer.source_vocabulary.to_model[tokenizer.source_vocabulary.pieces["<unk>"]]
+    spa = tokenizer.source_vocabulary.to_model[tokenizer.source_vocabulary.pieces[">>spa<<"]]
+    assert tokenizer.encode_source(">>spa<< Ich")[0] == spa
+    assert tokenizer.encode_source(">>fra<< Ich")[0] == unk  # a code the vocabulary lacks
+
+
+def test_unknown_pieces_and_special_tokens_in_text_are_numbered_as_marian_does(shared_dir):
+    texts = [f"Zeit {UNSEEN} Zug", "Zug</s>Zeit", "a <unk> b <pad>", "<pad>>>spa<< Hoy"]
+    assert_same_ids(shared_dir, texts)
+    tokenizer = read_marian(shared_dir)
+    pieces = tokenizer.source_vocabulary.pieces
+    unk = tokenizer.source_vocabulary.to_model[pieces["<unk>"]]
+    assert "▁Z" not in pieces and tokenizer.encode_source("Zug")[0] == unk
+    assert tokenizer.encode_source("a <pad>")[-1] == PAD_ID
+
+
+def test_decoding_equals_marian_decode_skipping_special_tokens(shared_dir):
+    ours, theirs = read_marian(shared_dir), reference(shared_dir)
+    texts = SPANISH + [f"{SPANISH[0]} {UNSEEN}", ">>spa<< Hoy", "<pad> Hoy", ""]
+    for text in texts + random_text(50):
+        marian_ids = theirs(text_target=text).input_ids
+        expected = theirs.decode(marian_ids, skip_special_tokens=True)
+        assert ours.decode_target(to_model(ours.target_vocabulary, marian_ids)) == expected
+
+
+def test_decoding_with_separate_vocabularies_joins_the_target_vocabularys_pieces(separate_dir):
+    """As MarianTokenizer.convert_tokens_to_string joins the pieces of its target
+    vocabulary. (Its decode, in transformers 5, numbers the special tokens by the source
+    vocabulary, so it takes the target piece on the source <pad>'s id for <pad>.)"""
+    ours, theirs = read_marian(separate_dir), reference(separate_dir)
+    specials = {theirs.target_encoder[p] for p in ("</s>", "<unk>", "<pad>")}
+    for text in GERMAN + [f"{GERMAN[0]} {UNSEEN}", ">>deu<< Hallo", ""] + random_text(50):
+        marian_ids = theirs(text_target=text).input_ids
+        pieces = [theirs.decoder[i] for i in marian_ids if i not in specials]
+        expected = theirs.convert_tokens_to_string(pieces)
+        assert ours.decode_target(to_model(ours.target_vocabulary, marian_ids)) == expected
+
+
+def test_separate_vocabularies_number_each_side_by_its_own(separate_dir):
+    assert_same_ids(separate_dir, CHINESE + GERMAN + random_text(100, seed=2))
+    tokenizer = read_marian(separate_dir)
+    with open(os.path.join(separate_dir, "target_vocab.json"), encoding="utf-8") as f:
+        target_size = len(json.load(f))
+    assert not tokenizer.shared and tokenizer.target_vocab_size == target_size + 1
+    assert tokenizer.source_vocab_size != tokenizer.target_vocab_size
+
+
+def test_shared_vocabulary_is_one_id_space_of_vocab_size_plus_the_start(shared_dir):
+    tokenizer = read_marian(shared_dir)
+    size = len(reference(shared_dir).encoder)
+    assert tokenizer.shared
+    assert tokenizer.source_vocab_size == tokenizer.target_vocab_size == size + 1
+
+
+def test_the_workdir_copy_is_self_contained(shared_dir, tmp_path):
+    copy = shutil.copytree(shared_dir, tmp_path / "opus-mt")
+    data = get_data_config()
+    data.tokenizer = str(copy)
+    workdir = str(tmp_path / "run")
+    first = load_or_train_tokenizer(data, workdir)
+    shutil.rmtree(copy)
+    again = load_workdir_tokenizer(workdir)
+    assert sorted(os.listdir(os.path.join(tokenizer_dir(workdir), "marian"))) == sorted(
+        os.listdir(shared_dir)
+    )
+    with open(os.path.join(tokenizer_dir(workdir), METADATA_FILE)) as f:
+        assert json.load(f)["kind"] == "marian"
+    assert again.encode_source_batch(GERMAN) == first.encode_source_batch(GERMAN)
+    assert again.encode_target_batch(SPANISH) == read_marian(shared_dir).encode_target_batch(
+        SPANISH
+    )
+    again.check_vocab_size(first.source_vocab_size)
+
+
+def broken_copy(directory, tmp_path, change) -> str:
+    copy = str(shutil.copytree(directory, tmp_path / "broken"))
+    change(copy)
+    return copy
+
+
+def edit_json(name, edit):
+    def change(copy):
+        path = os.path.join(copy, name)
+        with open(path, encoding="utf-8") as f:
+            contents = json.load(f)
+        edit(contents)
+        write_json(path, contents)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: os.remove(os.path.join(d, "source.spm")), "source.spm: no such file"),
+        (lambda d: os.remove(os.path.join(d, "vocab.json")), "vocab.json: no such file"),
+        (edit_json("vocab.json", lambda v: v.pop("</s>")), "vocab.json: has no </s>"),
+        (edit_json("vocab.json", lambda v: v.pop("<pad>")), "vocab.json: has no <pad>"),
+        (edit_json("vocab.json", lambda v: v.pop("▁")), "the ids are not 0.."),
+        (edit_json("vocab.json", lambda v: v.update(x="1")), "the id of 'x' is not an integer"),
+        (
+            lambda d: Path(d, "vocab.json").write_text("{"),
+            "vocab.json: not readable JSON",
+        ),
+        (
+            lambda d: Path(d, "target.spm").write_bytes(b"not a model"),
+            "target.spm: not a SentencePiece model",
+        ),
+        (
+            edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
+            "target_vocab.json: no such file, but tokenizer_config.json says separate_vocabs",
+        ),
+        (
+            edit_json("special_tokens_map.json", lambda c: c.update(eos_token="<eos>")),
+            "special_tokens_map.json: eos_token is '<eos>'",
+        ),
+    ],
+)
+def test_a_broken_directory_is_a_one_line_error_naming_the_file(
+    shared_dir, tmp_path, change, message
+):
+    copy = broken_copy(shared_dir, tmp_path, change)
+    data = get_data_config()
+    data.tokenizer = copy
+    with pytest.raises(UserError) as raised:
+        load_or_train_tokenizer(data, str(tmp_path / "run"))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert not os.path.exists(tokenizer_dir(str(tmp_path / "run")))
+
+
+def test_a_marian_directory_with_a_target_tokenizer_is_an_error(shared_dir, tmp_path):
+    data = get_data_config()
+    data.tokenizer, data.target_tokenizer = shared_dir, shared_dir
+    with pytest.raises(UserError, match="leave --config.data.target_tokenizer empty"):
+        load_or_train_tokenizer(data, str(tmp_path / "run"))
+
+
+# The inverse: a run's SentencePiece tokenizer as Marian files.
+
+
+def sentencepiece_workdir(path, shared: bool) -> str:
+    """A workdir whose tokenizer/ jaxtrans trained (German -> Chinese), as train_tokenizer
+    lays it out."""
+    directory = os.path.join(path, "tokenizer")
+    os.makedirs(directory)
+    sides = {"source.model": corpus(GERMAN), "target.model": corpus(CHINESE)}
+    if shared:
+        sides = {"shared.model": corpus(GERMAN) + corpus(CHINESE)}
+    for name, lines in sides.items():
+        train_sentencepiece(
+            lines,
+            os.path.join(directory, name),
+            vocab_size=200,
+            model_type="unigram",
+            character_coverage=1.0,
+        )
+    write_json(os.path.join(directory, METADATA_FILE), {"shared": shared})
+    return str(path)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_exported_files_give_the_runs_ids_through_marian_tokenizer(tmp_path, shared):
+    workdir = sentencepiece_workdir(tmp_path / "run", shared)
+    output = tmp_path / "export"
+    os.makedirs(output)
+    exported = write_marian_tokenizer(tokenizer_dir(workdir), str(output), "de", "zh")
+    ours = load_workdir_tokenizer(workdir)
+    assert isinstance(ours, Tokenizer)
+    theirs = reference(str(output))
+    texts = GERMAN + CHINESE + SPANISH[:10] + random_text(200, seed=3) + ["", "[MASK] <s>"]
+    source_ids = theirs(texts).input_ids
+    target_ids = theirs(text_target=texts).input_ids
+    for text, source, target in zip(texts, source_ids, target_ids, strict=True):
+        assert to_model(exported.source_vocabulary, source) == ours.encode_source(text) + [1]
+        assert to_model(exported.target_vocabulary, target) == ours.encode_target(text) + [1]
+        assert exported.encode_source(text) == ours.encode_source(text)
+        assert exported.encode_target(text) == ours.encode_target(text)
+    for text in GERMAN + CHINESE:  # without unknown pieces: Marian drops <unk> in decoding
+        ids = ours.encode_target(text)
+        if UNK_ID not in ids:
+            assert ours.decode_target(ids) == exported.decode_target(ids)
+    assert (exported.source_vocab_size, exported.target_vocab_size, exported.shared) == (
+        ours.source_vocab_size,
+        ours.target_vocab_size,
+        ours.shared,
+    )
+    with open(output / "tokenizer_config.json") as f:
+        config = json.load(f)
+    assert (config["source_lang"], config["target_lang"]) == ("de", "zh")
+
+
+def test_exported_rows_load_back_to_the_runs_rows_with_the_start_row_as_padding(tmp_path):
+    workdir = sentencepiece_workdir(tmp_path / "run", shared=True)
+    os.makedirs(tmp_path / "export")
+    exported = write_marian_tokenizer(tokenizer_dir(workdir), str(tmp_path / "export"), "a", "b")
+    side = exported.target_vocabulary
+    size = side.vocab_size - 1
+    table = np.arange(side.vocab_size) * 10  # row i of a run's table holds 10 * i
+    rows = table[huggingface_rows(side)]  # as written to the Hugging Face model
+    assert rows.shape == (size,) and rows[side.pieces["<pad>"]] == 10 * BOS_ID
+    # jaxtrans.models.marian reading them back: the start row copies <pad>'s.
+    extended = np.concatenate([rows, rows[size - 1 : size]])
+    loaded = extended[np.argsort(marian_to_model_ids(size, size - 1, 0))]
+    assert loaded[PAD_ID] == 10 * BOS_ID
+    np.testing.assert_array_equal(loaded[1:], table[1:])
+
+
+def test_a_marian_workdir_exports_its_own_files(shared_dir, tmp_path):
+    data = get_data_config()
+    data.tokenizer = shared_dir
+    workdir = str(tmp_path / "run")
+    ours = load_or_train_tokenizer(data, workdir)
+    output = tmp_path / "export"
+    os.makedirs(output)
+    exported = write_marian_tokenizer(tokenizer_dir(workdir), str(output), "x", "y")
+    assert sorted(os.listdir(output)) == sorted(os.listdir(shared_dir))
+    assert exported.encode_target_batch(SPANISH) == ours.encode_target_batch(SPANISH)
+
+
+def test_a_huggingface_workdir_has_no_marian_form(tmp_path):
+    directory = tmp_path / "tokenizer"
+    os.makedirs(directory)
+    write_json(directory / METADATA_FILE, {"kind": "huggingface", "shared": True})
+    with pytest.raises(UserError, match="has no Marian form"):
+        write_marian_tokenizer(str(directory), str(tmp_path), "de", "zh")
