@@ -13,7 +13,6 @@ import json
 import os
 import random
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.models.marian import marian_to_model_ids
 
 # MarianTokenizer asks for sacremoses, which it does not use to cut text.
-warnings.filterwarnings("ignore", message="Recommended: pip install sacremoses")
+pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 
 GERMAN = [
     "Ich habe heute keine Zeit.",
@@ -185,11 +184,14 @@ def write_json(path, contents) -> None:
         json.dump(contents, f, ensure_ascii=False, indent=2)
 
 
-def marian_directory(path, source_lines, target_lines, *, separate, codes=(), drop=()):
-    """A Marian tokenizer directory as transformers' conversion writes it."""
+def marian_directory(
+    path, source_lines, target_lines, *, separate, codes=(), drop=(), sizes=(160, 180)
+):
+    """A Marian tokenizer directory as transformers' conversion writes it; ``sizes``: the
+    SentencePiece models' vocabulary sizes."""
     os.makedirs(path)
-    source = train_marian_spm(source_lines, os.path.join(path, "source.spm"), 160)
-    target = train_marian_spm(target_lines, os.path.join(path, "target.spm"), 180)
+    source = train_marian_spm(source_lines, os.path.join(path, "source.spm"), sizes[0])
+    target = train_marian_spm(target_lines, os.path.join(path, "target.spm"), sizes[1])
     if separate:
         write_json(path / "vocab.json", marian_vocabulary([(source, source_lines)], drop=drop))
         target_vocab = marian_vocabulary([(target, target_lines)], codes, drop)
@@ -297,6 +299,20 @@ def test_decoding_equals_marian_decode_skipping_special_tokens(shared_dir):
         assert ours.decode_target(to_model(ours.target_vocabulary, marian_ids)) == expected
 
 
+def test_decoding_cleans_up_spaces_when_the_config_says_so(shared_dir, tmp_path):
+    copy = changed_copy(
+        shared_dir,
+        tmp_path,
+        edit_json("tokenizer_config.json", lambda c: c.update(clean_up_tokenization_spaces=True)),
+    )
+    ours, theirs = read_marian(copy), reference(copy)
+    for text in ["Hoy no tengo tiempo .", "¿ Puede ayudarme , por favor ?", "es 's"]:
+        marian_ids = theirs(text_target=text).input_ids
+        expected = theirs.decode(marian_ids, skip_special_tokens=True)
+        assert ours.decode_target(to_model(ours.target_vocabulary, marian_ids)) == expected
+    assert ours.decode_target(ours.encode_target("Hoy no tengo tiempo .")) == "Hoy no tengo tiempo."
+
+
 def test_decoding_with_separate_vocabularies_joins_the_target_vocabularys_pieces(separate_dir):
     """As MarianTokenizer.convert_tokens_to_string joins the pieces of its target
     vocabulary. (Its decode, in transformers 5, numbers the special tokens by the source
@@ -346,7 +362,7 @@ def test_the_workdir_copy_is_self_contained(shared_dir, tmp_path):
     again.check_vocab_size(first.source_vocab_size)
 
 
-def broken_copy(directory, tmp_path, change) -> str:
+def changed_copy(directory, tmp_path, change) -> str:
     copy = str(shutil.copytree(directory, tmp_path / "broken"))
     change(copy)
     return copy
@@ -393,7 +409,7 @@ def edit_json(name, edit):
 def test_a_broken_directory_is_a_one_line_error_naming_the_file(
     shared_dir, tmp_path, change, message
 ):
-    copy = broken_copy(shared_dir, tmp_path, change)
+    copy = changed_copy(shared_dir, tmp_path, change)
     data = get_data_config()
     data.tokenizer = copy
     with pytest.raises(UserError) as raised:

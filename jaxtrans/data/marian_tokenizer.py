@@ -229,27 +229,28 @@ def _read_sentencepiece(path: str) -> spm.SentencePieceProcessor:
         raise UserError(f"{path}: not a SentencePiece model ({describe(error)})") from None
 
 
+def _check_special_tokens(path: str, settings: object) -> None:
+    """UserError if ``settings`` (tokenizer_config.json or special_tokens_map.json) names
+    an end, unknown or padding token other than Marian's ``</s>``, ``<unk>``, ``<pad>``."""
+    if not isinstance(settings, dict):
+        return
+    for key, piece in zip(("eos_token", "unk_token", "pad_token"), SPECIAL_PIECES, strict=True):
+        given = settings.get(key, piece)
+        given = given.get("content", piece) if isinstance(given, dict) else given
+        if given != piece:
+            raise UserError(f"{path}: {key} is {given!r}; only Marian's own {piece} is supported")
+
+
 def _read_config(directory: str) -> dict:
-    """tokenizer_config.json (none: transformers' defaults), checked for special tokens
-    other than Marian's ``</s>``, ``<unk>``, ``<pad>``."""
+    """tokenizer_config.json (none: transformers' defaults), with special_tokens_map.json
+    checked for special tokens other than Marian's."""
     path = os.path.join(directory, CONFIG_FILE)
     config = _read_json(path, required=False)
     if not isinstance(config, dict):
         raise UserError(f"{path}: holds {json_type(config)}, not an object; restore the file")
-    for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
-        settings = (
-            config
-            if name == CONFIG_FILE
-            else _read_json(os.path.join(directory, name), required=False)
-        )
-        for key, piece in zip(("eos_token", "unk_token", "pad_token"), SPECIAL_PIECES, strict=True):
-            given = settings.get(key, piece) if isinstance(settings, dict) else piece
-            given = given.get("content", piece) if isinstance(given, dict) else given
-            if given != piece:
-                raise UserError(
-                    f"{os.path.join(directory, name)}: {key} is {given!r}; only Marian's "
-                    f"own {piece} is supported"
-                )
+    _check_special_tokens(path, config)
+    special_path = os.path.join(directory, SPECIAL_TOKENS_FILE)
+    _check_special_tokens(special_path, _read_json(special_path, required=False))
     return config
 
 
