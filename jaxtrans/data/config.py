@@ -54,8 +54,9 @@ def get_data_config() -> ml_collections.ConfigDict:
     data.prefetch_batches = 8
     # "sentencepiece" (trained into the workdir with the spm_* settings below) or a Hugging
     # Face tokenizer.json, or a directory with one or with a BERT vocab.txt (WordPiece, BPE,
-    # Unigram), copied into the workdir; its own special tokens ([PAD]/[SEP]/[CLS] or
-    # <pad>/</s>/<s>) serve as pad, end and start.
+    # Unigram), or a Marian (opus-mt) directory (source.spm, vocab.json, ...), copied into
+    # the workdir; its own special tokens ([PAD]/[SEP]/[CLS] or <pad>/</s>/<s>) serve as
+    # pad, end and start.
     data.tokenizer = "sentencepiece"
     # With data.tokenizer a Hugging Face tokenizer: another one for the target side (the
     # target after data.reverse; needs model.share_embeddings=False); "" = one for both.
