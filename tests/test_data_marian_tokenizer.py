@@ -208,7 +208,7 @@ def marian_directory(
 
 @pytest.fixture(scope="module")
 def shared_dir(tmp_path_factory):
-    """German -> Spanish, one vocabulary, target language codes, two pieces left out."""
+    """German -> Spanish, one vocabulary, target language codes, the piece ▁Z left out."""
     german, spanish = corpus(GERMAN), corpus(SPANISH)
     path = tmp_path_factory.mktemp("marian") / "opus-mt-de-es"
     codes = (">>spa<<", ">>deu<<")
