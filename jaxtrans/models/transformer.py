@@ -2,6 +2,11 @@
 
 source ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Encoder -> memory
 target ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Decoder(memory) -> logits
+(+ final_logits_bias when configured)
+
+The options a Hugging Face Marian (opus-mt) checkpoint needs (jaxtrans.models.marian):
+``sinusoidal_layout="halves"``, ``scale_embeddings``, ``final_logits_bias`` and
+``activation="silu"``; their defaults are the paper's model.
 
 Rows may hold several packed sentence pairs: pass ``*_segments`` (1, 2, ... per pair,
 0 for padding) and tokens attend only within their own pair.
@@ -13,6 +18,7 @@ collections (jaxtrans.inference drives it).
 
 import dataclasses
 import math
+from typing import Literal
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -52,6 +58,16 @@ class TransformerConfig(BlockConfig):
     # Output projection tied to the target embedding: its transpose, no extra parameter
     # and no bias.
     tie_output: bool = True
+    # Layout of the sinusoidal table (position="sinusoidal"): "interleaved", the sine and
+    # cosine of each frequency side by side (the paper's formula), or "halves", all sines
+    # then all cosines (Marian).
+    sinusoidal_layout: Literal["interleaved", "halves"] = "interleaved"
+    # Multiply token embeddings by sqrt(d_model) before adding positions (the paper;
+    # Marian's scale_embedding); False adds positions to the raw embeddings.
+    scale_embeddings: bool = True
+    # A learned bias [target vocabulary] added to the output logits (Marian's
+    # final_logits_bias); needs tie_output (the untied projection has its own bias).
+    final_logits_bias: bool = False
     # Token id of padding; padded keys are never attended to.
     pad_id: int = PAD_ID
     # Incremental decoding (inference only): the decoder caches keys/values between calls.
@@ -59,6 +75,24 @@ class TransformerConfig(BlockConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.sinusoidal_layout not in ("interleaved", "halves"):
+            raise ValueError(
+                f"sinusoidal_layout={self.sinusoidal_layout!r} is not one of "
+                "('interleaved', 'halves')"
+            )
+        if self.sinusoidal_layout != "interleaved" and self.position != "sinusoidal":
+            raise ValueError(
+                f"sinusoidal_layout={self.sinusoidal_layout!r} needs position='sinusoidal', "
+                f"got position={self.position!r}"
+            )
+        for field in ("scale_embeddings", "final_logits_bias"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(f"{field}={getattr(self, field)!r}: use True or False")
+        if self.final_logits_bias and not self.tie_output:
+            raise ValueError(
+                "final_logits_bias=True needs tie_output=True: the untied output projection "
+                "already has a bias"
+            )
         if self.share_embeddings and self.output_vocab_size != self.vocab_size:
             raise ValueError(
                 "share_embeddings needs one vocabulary: "
@@ -89,6 +123,13 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg, cfg.num_decoder_layers, decode=cfg.decode)
         if not cfg.tie_output:
             self.output = dense(cfg, cfg.output_vocab_size, ("embed", "vocab"))
+        if cfg.final_logits_bias:
+            self.logits_bias = self.param(
+                "final_logits_bias",
+                nn.with_logical_partitioning(nn.initializers.zeros, ("vocab",)),
+                (cfg.output_vocab_size,),
+                cfg.storage_dtype,
+            )
         self.embedding_dropout = Dropout(cfg.dropout_rate)
 
     def _embed(
@@ -100,9 +141,12 @@ class Transformer(nn.Module):
         deterministic: bool,
     ) -> jnp.ndarray:
         cfg = self.config
-        x = table(ids) * jnp.asarray(math.sqrt(cfg.d_model), cfg.compute_dtype)
+        x = table(ids)
+        if cfg.scale_embeddings:
+            x = x * jnp.asarray(math.sqrt(cfg.d_model), cfg.compute_dtype)
         if cfg.position == "sinusoidal":
-            x = x + sinusoidal_embedding(positions, cfg.d_model).astype(x.dtype)
+            pe = sinusoidal_embedding(positions, cfg.d_model, cfg.sinusoidal_layout)
+            x = x + pe.astype(x.dtype)
         elif cfg.position == "learned":
             x = x + learned(positions)
         return self.embedding_dropout(x, deterministic)
@@ -164,7 +208,10 @@ class Transformer(nn.Module):
         y = self._embed(self.target_embedding, learned, target, target_positions, deterministic)
         y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
         logits = self.target_embedding.attend(y) if cfg.tie_output else self.output(y)
-        return logits.astype(jnp.float32)
+        logits = logits.astype(jnp.float32)
+        if cfg.final_logits_bias:
+            logits = logits + self.logits_bias.astype(jnp.float32)
+        return logits
 
     def __call__(
         self,

@@ -10,13 +10,13 @@ from typing import Any, Literal
 
 import jax.numpy as jnp
 
-Activation = Literal["relu", "gelu", "gelu_tanh"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 NormPlacement = Literal["post", "pre"]
 PositionKind = Literal["sinusoidal", "learned", "rope"]
 AttentionImpl = Literal["xla", "fused"]
 
 _CHOICES = {
-    "activation": ("relu", "gelu", "gelu_tanh"),
+    "activation": ("relu", "gelu", "gelu_tanh", "silu"),
     "norm": ("post", "pre"),
     "position": ("sinusoidal", "learned", "rope"),
     "attention_impl": ("xla", "fused"),
@@ -40,7 +40,8 @@ class BlockConfig:
     attention_dropout_rate: float = 0.1
     # Dropout after the feed-forward activation.
     activation_dropout_rate: float = 0.1
-    # Feed-forward non-linearity: "relu", "gelu" (exact erf) or "gelu_tanh".
+    # Feed-forward non-linearity: "relu", "gelu" (exact erf), "gelu_tanh" or "silu"
+    # (x * sigmoid(x), Marian's "swish").
     activation: Activation = "relu"
     # LayerNorm placement: "post", x = LN(x + f(x)) as in the Transformer and BERT papers;
     # "pre", x = x + f(LN(x)) with a final LN per stack.

@@ -28,15 +28,23 @@ def default_positions(
     return index - latest_start
 
 
-def sinusoidal_embedding(positions: jnp.ndarray, d_model: int) -> jnp.ndarray:
+def sinusoidal_embedding(
+    positions: jnp.ndarray, d_model: int, layout: str = "interleaved"
+) -> jnp.ndarray:
     """The paper's table, evaluated at the given positions.
 
-    PE[pos, 2i] = sin(pos / 10000^(2i/d)),  PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+    With angle_i = pos / 10000^(2i/d) for i in [0, d/2):
+    "interleaved" (the paper's formula): PE[pos, 2i] = sin(angle_i), PE[pos, 2i+1] = cos(angle_i);
+    "halves" (Marian, fairseq): PE[pos, i] = sin(angle_i), PE[pos, d/2 + i] = cos(angle_i).
     positions [batch, length] -> [batch, length, d_model] float32.
     """
     i = jnp.arange(d_model // 2, dtype=jnp.float32)
     inv_freq = jnp.power(10000.0, -2.0 * i / d_model)
     angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [b, l, d/2]
+    if layout == "halves":
+        return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+    if layout != "interleaved":
+        raise ValueError(f"layout={layout!r} is not one of ('interleaved', 'halves')")
     pe = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # interleave sin, cos
     return pe.reshape(*positions.shape, d_model)
 

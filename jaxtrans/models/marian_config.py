@@ -1,0 +1,156 @@
+"""A Hugging Face Marian ``config.json`` -> the TransformerConfig of the same model.
+
+Every key read is checked: a wrong type or value, or a setting describing layers this
+model does not have, is a UserError naming the key. Missing keys take MarianConfig's
+defaults. jaxtrans.models.marian loads the weights; marian_export.py is the inverse.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jaxtrans.errors import UserError, describe, json_type
+from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.vocab import PAD_ID
+
+# Hugging Face activation_function -> jaxtrans activation (HF's "gelu_new" and
+# "gelu_pytorch_tanh" are both the tanh approximation).
+ACTIVATIONS = {
+    "relu": "relu",
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "swish": "silu",
+    "silu": "silu",
+}
+# config.json keys of the older, BART-derived Marian configs that describe layers this
+# model does not have, with the one value it can load: (key, loadable value).
+_UNSUPPORTED = (
+    ("normalize_before", False),  # Pre-LN layers
+    ("normalize_embedding", False),  # a LayerNorm on the embeddings (layernorm_embedding)
+    ("add_final_layer_norm", False),  # a LayerNorm on top of each stack
+    ("static_position_embeddings", True),  # learned positions instead of sinusoids
+    ("add_bias_logits", False),  # a bias inside the output projection
+)
+
+
+def _int(hf: dict[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UserError(f"{key}={value!r}; expected a whole number >= {low}")
+    return value
+
+
+def _rate(hf: dict[str, Any], key: str, default: float) -> float:
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise UserError(f"{key}={value!r}; expected a number in [0, 1)")
+    return float(value)
+
+
+def _flag(hf: dict[str, Any], key: str, default: bool) -> bool:
+    value = hf.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"{key}={value!r}; expected true or false")
+    return value
+
+
+def _same(hf: dict[str, Any], encoder_key: str, decoder_key: str, default: int | None) -> int:
+    encoder, decoder = _int(hf, encoder_key, default), _int(hf, decoder_key, default)
+    if encoder != decoder:
+        raise UserError(
+            f"{encoder_key}={encoder} but {decoder_key}={decoder}; jaxtrans's Transformer "
+            "uses one value for both stacks"
+        )
+    return encoder
+
+
+def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
+    """Marian ``config.json`` contents -> TransformerConfig (float32). A field that is
+    missing, mistyped or describes something this model lacks is a UserError naming the
+    key (callers add the file). Defaults are MarianConfig's."""
+    if not isinstance(hf, dict):
+        raise UserError(f"{json_type(hf)}, not an object")
+    if hf.get("model_type") != "marian":
+        raise UserError(
+            f"model_type={hf.get('model_type')!r}; only 'marian' checkpoints can be loaded"
+        )
+    for key, loadable in _UNSUPPORTED:
+        if hf.get(key, loadable) != loadable:
+            raise UserError(
+                f"{key}={hf[key]!r} cannot be loaded: jaxtrans's Marian model needs "
+                f"{key}={json.dumps(loadable)}"
+            )
+    act = hf.get("activation_function", "gelu")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise UserError(
+            f"activation_function={act!r} is not supported; use one of {sorted(ACTIVATIONS)}"
+        )
+    vocab_size = _int(hf, "vocab_size", None)
+    shared = _flag(hf, "share_encoder_decoder_embeddings", True)
+    target_vocab_size = vocab_size
+    if hf.get("decoder_vocab_size") is not None:
+        target_vocab_size = _int(hf, "decoder_vocab_size")
+    if shared and target_vocab_size != vocab_size:
+        raise UserError(
+            f"decoder_vocab_size={target_vocab_size} differs from vocab_size={vocab_size} "
+            "but share_encoder_decoder_embeddings is true; one shared table has one size"
+        )
+    pad_id = _int(hf, "pad_token_id", None, low=0)
+    eos_id = _int(hf, "eos_token_id", None, low=0)
+    start = hf.get("decoder_start_token_id", pad_id)
+    if start != pad_id:
+        raise UserError(
+            f"decoder_start_token_id={start!r} differs from pad_token_id={pad_id}; "
+            "jaxtrans starts decoding from a copy of Marian's pad token only"
+        )
+    for key, size in (("vocab_size", vocab_size), ("decoder_vocab_size", target_vocab_size)):
+        if pad_id >= size or eos_id >= size or pad_id == eos_id:
+            raise UserError(
+                f"pad_token_id={pad_id}, eos_token_id={eos_id}: need two different ids below "
+                f"{key}={size}"
+            )
+    tied = _flag(hf, "tie_word_embeddings", True)
+    d_model = _int(hf, "d_model", 1024)
+    try:
+        return TransformerConfig(
+            vocab_size=vocab_size + 1,  # + the start token (marian_to_model_ids)
+            target_vocab_size=None if shared else target_vocab_size + 1,
+            d_model=d_model,
+            num_heads=_same(hf, "encoder_attention_heads", "decoder_attention_heads", 16),
+            d_ff=_same(hf, "encoder_ffn_dim", "decoder_ffn_dim", 4096),
+            num_encoder_layers=_int(hf, "encoder_layers", 12),
+            num_decoder_layers=_int(hf, "decoder_layers", 12),
+            activation=ACTIVATIONS[act],
+            dropout_rate=_rate(hf, "dropout", 0.1),
+            attention_dropout_rate=_rate(hf, "attention_dropout", 0.0),
+            activation_dropout_rate=_rate(hf, "activation_dropout", 0.0),
+            norm="post",
+            position="sinusoidal",
+            sinusoidal_layout="halves",
+            max_len=_int(hf, "max_position_embeddings", 1024),
+            layer_norm_epsilon=1e-5,  # torch.nn.LayerNorm's default, which Marian uses
+            share_embeddings=shared,
+            tie_output=tied,
+            # An untied projection holds the bias itself (its "bias" parameter).
+            final_logits_bias=tied,
+            scale_embeddings=_flag(hf, "scale_embedding", False),
+            pad_id=PAD_ID,
+        )
+    except (ValueError, TypeError) as error:
+        raise UserError(str(error)) from None
+
+
+def read_config(config_file: Path) -> tuple[TransformerConfig, dict[str, Any]]:
+    """A checkpoint's config.json -> (TransformerConfig, its contents); UserError naming the
+    file when it is missing, not JSON or not a loadable Marian config."""
+    if not config_file.is_file():
+        raise UserError(f"{config_file} not found; pass a Hugging Face Marian checkpoint directory")
+    try:
+        contents = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as error:  # bad JSON, UTF-8, nesting
+        raise UserError(f"{config_file} is not valid JSON ({describe(error)})") from None
+    try:
+        return config_from_huggingface(contents), contents
+    except UserError as error:
+        raise UserError(f"{config_file}: {error}") from None
