@@ -4,15 +4,18 @@ WorkdirLock                 an exclusive lock on DIR/.lock for the whole run
 StopSignal                  SIGTERM / SIGINT set a flag the loop reads once per step
 wait_for_step_before_last   at most two steps in flight, so that a stop is prompt
 finishing_checkpoint_writes let a checkpoint being written finish when training fails
-check_finite                count skipped non-finite steps, or stop with the leaf's name
+NonFiniteGuard              count skipped non-finite steps, or stop naming step and tensor
 """
 
 import contextlib
 import fcntl
+import math
 import os
 import signal
+from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import TrainingStopped, UserError
@@ -56,24 +59,81 @@ class NonFiniteError(TrainingStopped):
     """The loss or a gradient became NaN or Inf (the update was skipped, nothing saved)."""
 
 
-def check_finite(pending: list[tuple[int, dict]], leaf_names: list[str], mode: str) -> int:
-    """Number of skipped (non-finite) steps among ``pending``; raises in ``stop`` mode."""
-    skipped = [(step, m) for step, m in pending if bool(m["nonfinite"])]
-    if skipped and mode == "stop":
-        step, metrics = skipped[0]
-        leaf, count = int(metrics["first_nonfinite_leaf"]), len(leaf_names)
-        if leaf < 0:
-            what = f"the loss ({float(metrics['loss']):g})"
-        elif leaf < count:
-            what = f"the gradient of params{leaf_names[leaf]}"
-        else:
-            what = f"the updated params{leaf_names[leaf - count]}"
-        raise NonFiniteError(
-            f"step {step}: {what} is not finite (NaN or Inf); the update was skipped and no "
-            "non-finite state was saved; lower the learning rate, or set "
-            "--config.train.on_nonfinite=skip to skip such steps and go on"
-        )
-    return len(skipped)
+class NonFiniteGuard:
+    """What a step that was not finite (loss, gradient or update NaN/Inf) does: ``stop``
+    names the step and the tensor and stops; ``skip`` counts it. The step has already left
+    the state as it was (step.py); this guard keeps it so in ``stop`` mode and explains.
+
+    The loop runs ``guarded(train_step)``, passing ``frozen`` each step, calls ``track``
+    after each step and ``check`` when it reads the metrics of the steps since the last
+    check. ``diagnose(local_batch)`` computes a step again from the current state
+    (step.make_nonfinite_diagnosis), which in ``stop`` mode is the state the failed step
+    started from.
+    """
+
+    def __init__(self, mode: str, leaf_names: list[str], replicated):
+        self.mode = mode
+        self.leaf_names = leaf_names
+        # The previous step's "not finite so far" flag, on the devices (stop mode).
+        self.frozen = jax.device_put(jnp.zeros((), bool), replicated)
+        # Local batches of the steps not yet known to be finite (stop mode), by step.
+        self.batches: dict[int, dict] = {}
+
+    def guarded(self, train_step: Callable) -> Callable:
+        """``step(state, batch, frozen) -> (state, metrics)``. In ``stop`` mode a failed
+        step freezes the state: the steps dispatched after it (before the loop reads its
+        metrics) change nothing either, so the state stays the one the failed step started
+        from, and ``metrics["nonfinite"]`` stays true."""
+
+        def step(state, batch, frozen):
+            new_state, metrics = train_step(state, batch, state.dropout_key())
+            if self.mode != "stop":
+                return new_state, metrics
+            failed = frozen | metrics["nonfinite"]
+            metrics["nonfinite"] = failed
+            return jax.tree.map(lambda n, o: jnp.where(failed, o, n), new_state, state), metrics
+
+        return step
+
+    def track(self, step: int, local_batch: dict, pending: list[tuple[int, dict]]) -> None:
+        """Keep the batch of ``step`` (stop mode) until a later step is known finite: the
+        step before the newest, which wait_for_step_before_last has waited for."""
+        if self.mode != "stop":
+            return
+        self.frozen = pending[-1][1]["nonfinite"]
+        self.batches[step] = local_batch
+        if len(pending) >= 2 and not bool(pending[-2][1]["nonfinite"]):
+            for done in [s for s in self.batches if s <= pending[-2][0]]:
+                del self.batches[done]
+
+    def check(self, pending: list[tuple[int, dict]], diagnose: Callable[[dict], dict]) -> int:
+        """Number of skipped (non-finite) steps among ``pending`` (fetched metrics); raises
+        in ``stop`` mode, naming the first one's step and tensor."""
+        skipped = [(step, m) for step, m in pending if bool(m["nonfinite"])]
+        if skipped and self.mode == "stop":
+            step, metrics = skipped[0]
+            what = self.describe(jax.device_get(diagnose(self.batches[step])), metrics)
+            raise NonFiniteError(
+                f"step {step}: {what} is not finite (NaN or Inf); the update was skipped and no "
+                "non-finite state was saved; lower the learning rate, or set "
+                "--config.train.on_nonfinite=skip to skip such steps and go on"
+            )
+        self.batches.clear()
+        return len(skipped)
+
+    def describe(self, diagnosis: dict, metrics: dict) -> str:
+        """The first tensor the recomputed step found not finite, else the step's own
+        scalars (a gradient norm can overflow while every gradient is finite)."""
+        leaf, count = int(diagnosis["first_nonfinite_leaf"]), len(self.leaf_names)
+        if 0 <= leaf < count:
+            return f"the gradient of params{self.leaf_names[leaf]}"
+        if leaf >= count:
+            return f"the updated params{self.leaf_names[leaf - count]}"
+        if not math.isfinite(float(metrics["loss"])):
+            return f"the loss ({float(metrics['loss']):g})"
+        if not math.isfinite(float(metrics["grad_norm"])):
+            return f"the global gradient norm ({float(metrics['grad_norm']):g})"
+        return "the global norm of the update"
 
 
 class StopSignal:

@@ -21,16 +21,16 @@ from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_
 from jaxtrans.errors import UserError, describe
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.guards import (
+    NonFiniteGuard,
     StopSignal,
     WorkdirLock,
-    check_finite,
     finishing_checkpoint_writes,
     wait_for_step_before_last,
 )
 from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import TrainState, init_train_state
-from jaxtrans.training.step import make_eval_step, make_train_step
+from jaxtrans.training.step import make_eval_step, make_nonfinite_diagnosis, make_train_step
 from jaxtrans.training.task import TrainingTask
 from jaxtrans.workdir import load_run_config, save_run_config
 
@@ -160,7 +160,8 @@ def _train(
     check_run_settings(config, mesh)
 
     # What is trained: tokenizer, model, batches, loss.
-    task = make_task(config, workdir)
+    # Process 0 trains the tokenizer (if the workdir has none yet); the others then load it.
+    task = distributed.main_process_first(lambda: make_task(config, workdir))
     run_config = task.run_config
     if os.path.exists(os.path.join(workdir, "config.json")):
         check_resumable(task, load_run_config(workdir), workdir)
@@ -176,12 +177,22 @@ def _train(
     replicated = sharding.replicated(mesh)
 
     accum = int(config.train.grad_accum_steps)
-    train_step = make_train_step(task, optimizer, schedule, accum)
+    leaf_names = [
+        jax.tree_util.keystr(path)
+        for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
+    ]
+    guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
     jit_train_step = jax.jit(
-        lambda state, batch: train_step(state, batch, state.dropout_key()),
-        in_shardings=(state_shardings, batch_sharding),
+        guard.guarded(make_train_step(task, optimizer, schedule, accum)),
+        in_shardings=(state_shardings, batch_sharding, replicated),
         out_shardings=(state_shardings, replicated),
         donate_argnums=(0,),
+    )
+    diagnosis = make_nonfinite_diagnosis(task, optimizer, accum)
+    jit_diagnosis = jax.jit(
+        lambda state, batch: diagnosis(state, batch, state.dropout_key()),
+        in_shardings=(state_shardings, batch_sharding),
+        out_shardings=replicated,
     )
     eval_step = jax.jit(
         make_eval_step(task),
@@ -201,8 +212,11 @@ def _train(
         say(f"training from scratch in {workdir}", is_main)
     else:
         state, meta = restore_state(checkpointer, latest, abstract, state_shardings, workdir)
-        train_iter.set_state(meta["data"])
+        # Every process's saved data position; a new process count re-splits the data.
+        note = train_iter.restore_states(meta["data"], jax.process_index(), jax.process_count())
         say(f"resuming from checkpoint {latest} in {workdir}", is_main)
+        if note:
+            say(note, is_main)
 
     first_step = int(jax.device_get(state.step))
     # Skipped (non-finite) updates so far; checkpoints carry the count across restarts.
@@ -221,10 +235,10 @@ def _train(
         }
         checkpoints.save(step, state, meta)
 
-    leaf_names = [
-        jax.tree_util.keystr(path)
-        for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
-    ]
+    def diagnose(local_batch: dict) -> dict:
+        """The failed step again, from the state it left unchanged (guards.py)."""
+        batch = global_batch(local_batch, batch_sharding)
+        return jit_diagnosis(state, batch)
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
@@ -237,12 +251,14 @@ def _train(
     window_start, window_steps = time.time(), 0
     with StopSignal() as stop, finishing_checkpoint_writes(checkpointer):
         while step < num_steps:
-            batch = global_batch(next(train_iter), batch_sharding)
-            state, metrics = jit_train_step(state, batch)
+            local_batch = next(train_iter)
+            batch = global_batch(local_batch, batch_sharding)
+            state, metrics = jit_train_step(state, batch, guard.frozen)
             step += 1
             pending.append((step, metrics))
             window_steps += 1
             wait_for_step_before_last(pending)  # so that a stop signal is answered promptly
+            guard.track(step, local_batch, pending)
             # Read the signal flag once: a signal arriving later in this iteration must not
             # skip the checkpoint that the stop below reports as saved.
             stopping = stop.received
@@ -252,7 +268,7 @@ def _train(
             if step % config.train.log_every == 0 or checkpoint_due:
                 jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
                 pending = jax.device_get(pending)
-                skipped_total += check_finite(pending, leaf_names, config.train.on_nonfinite)
+                skipped_total += guard.check(pending, diagnose)
                 last_metrics = log_window(
                     [m for _, m in pending],
                     time.time() - window_start,

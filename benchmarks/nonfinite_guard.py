@@ -1,0 +1,147 @@
+"""Step time of the demo-size model with the training step of this tree against the step
+of an earlier revision (e.g. one whose non-finite guard tested every leaf).
+
+Both steps are jit-compiled as the training loop does (sharded, state donated) on the same
+batch; they run interleaved, round after round, so that a shared machine's load falls on
+both alike. Prints the median seconds per step of each, their ratio, and the number of
+``is-finite`` operations over tensors (not scalars) in each compiled step.
+
+    python benchmarks/nonfinite_guard.py --before 5b35c04
+    python benchmarks/nonfinite_guard.py --before 5b35c04 --rounds 9 --steps 5
+"""
+
+import argparse
+import importlib.util
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from configs import demo  # noqa: E402
+from jaxtrans.data.vocab import NUM_RESERVED_IDS, PAD_ID  # noqa: E402
+from jaxtrans.tasks.translation import TranslationTask, model_config_of  # noqa: E402
+from jaxtrans.training import sharding  # noqa: E402
+from jaxtrans.training.optimizer import make_optimizer  # noqa: E402
+from jaxtrans.training.state import init_train_state  # noqa: E402
+from jaxtrans.training.step import make_train_step  # noqa: E402
+
+
+def step_module_of(revision: str):
+    """jaxtrans/training/step.py as it was at ``revision``, imported under another name."""
+    source = subprocess.run(
+        ["git", "-C", REPO, "show", f"{revision}:jaxtrans/training/step.py"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    path = os.path.join(tempfile.mkdtemp(), "step_before.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("step_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def demo_batch(rows: int, length: int, vocab: int) -> dict[str, np.ndarray]:
+    """Rows of random ids, each between half and all of the row, then padding."""
+    rng = np.random.default_rng(0)
+
+    def side() -> np.ndarray:
+        ids = rng.integers(NUM_RESERVED_IDS, vocab, (rows, length), dtype=np.int32)
+        real = rng.integers(length // 2, length + 1, (rows, 1))
+        return np.where(np.arange(length) < real, ids, PAD_ID).astype(np.int32)
+
+    target = side()
+    return {"source": side(), "target_in": target, "target_out": np.roll(target, -1, axis=1)}
+
+
+def jitted_step(factory, task, config, mesh):
+    """(step(batch) -> metrics, sync, its compiled HLO text) of ``factory``'s train step."""
+    optimizer, schedule = make_optimizer(
+        config.optimizer, task.model_config.d_model, config.train.num_steps
+    )
+    state, shardings, _ = init_train_state(task.init_params, optimizer, mesh, jax.random.key(0))
+    train_step = factory(task, optimizer, schedule)
+    jitted = jax.jit(
+        lambda state, batch: train_step(state, batch, state.dropout_key()),
+        in_shardings=(shardings, sharding.batch_sharding(mesh)),
+        out_shardings=(shardings, sharding.replicated(mesh)),
+        donate_argnums=(0,),
+    )
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
+    )
+    hlo = jitted.lower(abstract, batch_shapes(config)).compile().as_text()
+    holder = {"state": state}
+
+    def step(batch):
+        holder["state"], metrics = jitted(holder["state"], batch)
+        return metrics
+
+    def sync():
+        jax.block_until_ready(holder["state"])
+
+    return step, sync, hlo
+
+
+def batch_shapes(config) -> dict[str, jax.ShapeDtypeStruct]:
+    rows, length = config.data.batch_size, config.data.max_target_length
+    shape = jax.ShapeDtypeStruct((rows, length), np.int32)
+    return {"source": shape, "target_in": shape, "target_out": shape}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="git revision of the earlier step")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=5, help="steps per variant per round")
+    args = parser.parse_args()
+
+    config = demo.get_config()
+    config.model.vocab_size = config.data.vocab_size
+    task = TranslationTask(config, model_config_of(config))
+    mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+    rows, length = config.data.batch_size, config.data.max_target_length
+    batch = jax.device_put(demo_batch(rows, length, config.data.vocab_size))
+    variants = {
+        "before": jitted_step(step_module_of(args.before).make_train_step, task, config, mesh),
+        "now": jitted_step(make_train_step, task, config, mesh),
+    }
+    is_finite = {}
+    for name, (step, sync, hlo) in variants.items():
+        is_finite[name] = len(re.findall(r"= pred\[\d[\d,]*\]\S* is-finite\(", hlo))
+        step(batch)  # compile and warm up
+        sync()
+    times = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, (step, sync, _) in variants.items():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                step(batch)
+            sync()
+            times[name].append((time.perf_counter() - start) / args.steps)
+    params = sum(x.size for x in jax.tree.leaves(task.init_params(jax.random.key(0))))
+    print(
+        f"demo-size model: {params:,} parameters, batch {rows} x {length}, "
+        f"{len(os.sched_getaffinity(0))} cores, {args.rounds} rounds of {args.steps} steps"
+    )
+    for name, samples in times.items():
+        print(
+            f"{name:>6}: median {statistics.median(samples) * 1e3:7.2f} ms/step "
+            f"(min {min(samples) * 1e3:.2f}, max {max(samples) * 1e3:.2f}); "
+            f"{is_finite[name]} is-finite ops over tensors in the compiled step"
+        )
+    ratio = statistics.median(times["now"]) / statistics.median(times["before"])
+    print(f"now / before = {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()
