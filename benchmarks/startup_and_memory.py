@@ -9,11 +9,14 @@ every row.
 
     python benchmarks/startup_and_memory.py                 # small shapes
     python benchmarks/startup_and_memory.py --shapes base --rounds 1
+    python benchmarks/startup_and_memory.py --shapes base --scan_layers \
+        --rows "no cache,scan layers"
 
 Rows: no cache (the compilation cache off); cache cold (an empty cache directory: compile
 and write); cache warm (the directory the cold row filled: read); remat (layers
 recomputed in the backward pass); no donation (the old state is not donated to the
-step, so old and new states coexist); PyTorch eager.
+step, so old and new states coexist); PyTorch eager. With --scan_layers: scan layers
+(each stack one nn.scan, config.scan_layers) and scan layers + remat.
 """
 
 import argparse
@@ -32,6 +35,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shapes", default="small", help="small | base (steps.py)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3, help="steady steps after the first")
+    parser.add_argument(
+        "--scan_layers", action="store_true", help="add rows with the layer stacks scanned"
+    )
+    parser.add_argument(
+        "--rows", default="", help="comma-separated row names to run (without 'jaxtrans, ')"
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -60,7 +69,9 @@ def child(spec: dict) -> dict:
         torch.set_num_threads(steps.cpu_threads())
         step_fn, sync = steps.torch_step(shapes), lambda: None
     else:
-        config = steps.jaxtrans_config(shapes, remat=spec.get("remat", False))
+        config = steps.jaxtrans_config(
+            shapes, remat=spec.get("remat", False), scan_layers=spec.get("scan_layers", False)
+        )
         step_fn, sync = steps.jaxtrans_step(config, shapes, donate=spec.get("donate", True))
     start = time.perf_counter()
     step_fn(batch)
@@ -107,6 +118,14 @@ def main() -> int:
         "jaxtrans, no donation": {"donate": False},
         "PyTorch eager": {"framework": "torch"},
     }
+    if args.scan_layers:
+        rows["jaxtrans, scan layers"] = {"scan_layers": True}
+        rows["jaxtrans, scan layers + remat"] = {"scan_layers": True, "remat": True}
+    if args.rows:
+        wanted = [name.strip() for name in args.rows.split(",")]
+        rows = {k: v for k, v in rows.items() if k.removeprefix("jaxtrans, ") in wanted}
+        if not rows:
+            raise SystemExit(f"--rows {args.rows!r} matches no row")
     results: dict[str, list[dict]] = {name: [] for name in rows}
     for round_ in range(args.rounds):
         cache_dir = tempfile.mkdtemp(prefix="jaxtrans-xla-cache-")  # cold in every round

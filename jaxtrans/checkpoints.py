@@ -1,8 +1,9 @@
 """Orbax checkpoints of a workdir: ``DIR/checkpoints/<step>/``.
 
-Each checkpoint holds three items, so that evaluation can restore the parameters alone:
-``params``; ``training`` (the optimizer state and the base dropout key data); and ``meta``
-(JSON: step, the data iterator state, and the model shape it was trained with).
+Each checkpoint holds four items, so that evaluation can restore the parameters alone:
+``params``; ``training`` (optimizer state, dropout key); ``meta`` (JSON by process 0: step,
+model shape, skipped steps); ``data``, each process's data iterator state in a file of its
+own (jaxtrans.process_json; older checkpoints had process 0's in ``meta["data"]``).
 Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
 holds another model restores as ``CheckpointUnreadable``; any other error while restoring
@@ -25,6 +26,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxtrans.errors import UserError, describe
+from jaxtrans.process_json import ProcessJsonRestore, ProcessJsonSave
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -259,11 +261,15 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def save(self, step: int, params, opt_state, rng, meta: dict[str, Any]) -> bool:
-        """Start writing checkpoint ``step`` (returns at once when async)."""
+        """Start writing checkpoint ``step`` (returns at once when async); ``meta["data"]``
+        (this process's data iterator state) goes to the ``data`` item."""
+        meta = dict(meta)
+        items = {"data": ProcessJsonSave(meta.pop("data"))} if "data" in meta else {}
         args = ocp.args.Composite(
             params=ocp.args.StandardSave(params),
             training=ocp.args.StandardSave({"opt_state": opt_state, "rng": rng}),
             meta=ocp.args.JsonSave(meta),
+            **items,
         )
         with _operation():
             self._write_finishes()  # orbax waits for the previous write first
@@ -288,21 +294,29 @@ class Checkpointer:
         return restored["meta"]
 
     def restore(self, step: int, abstract_params, abstract_opt_state, abstract_rng):
-        """Restore the training items of ``step`` onto the shardings of the abstract trees."""
+        """Restore the training items of ``step`` onto the shardings of the abstract trees:
+        (params, opt_state, rng, meta), ``meta["data"]`` the data iterator states of every
+        process of the saving run in process order (an older checkpoint: process 0's)."""
+        has_data = os.path.isdir(os.path.join(str(self.manager.directory), str(step), "data"))
+        training = {"opt_state": abstract_opt_state, "rng": abstract_rng}
         args = ocp.args.Composite(
             params=ocp.args.StandardRestore(abstract_params),
-            training=ocp.args.StandardRestore(
-                {"opt_state": abstract_opt_state, "rng": abstract_rng}
-            ),
+            training=ocp.args.StandardRestore(training),
             meta=ocp.args.JsonRestore(),
+            **({"data": ProcessJsonRestore()} if has_data else {}),
         )
         with _restoring(step):
             restored = self.manager.restore(step, args=args)
-        training = restored["training"]
-        return restored["params"], training["opt_state"], training["rng"], restored["meta"]
+        training, meta = restored["training"], dict(restored["meta"])
+        meta["data"] = restored["data"] if has_data else meta.get("data") and [meta["data"]]
+        return restored["params"], training["opt_state"], training["rng"], meta
 
     def restore_params(self, step: int, abstract_params):
-        args = ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
+        """Leaves without a sharding go where they were saved, or onto this process's first
+        device if those devices are not here (a checkpoint of a multi-host run)."""
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        restore = ocp.args.StandardRestore(abstract_params, fallback_sharding=device)
+        args = ocp.args.Composite(params=restore)
         with _restoring(step):
             return self.manager.restore(step, args=args)["params"]
 

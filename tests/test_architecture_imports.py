@@ -18,6 +18,7 @@ LAYERS = {
     "vocab": ("foundation", 0),
     "workdir": ("foundation", 0),
     "checkpoints": ("foundation", 0),
+    "process_json": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),
     "data": ("data", 3),

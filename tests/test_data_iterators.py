@@ -13,6 +13,7 @@ import pytest
 
 from jaxtrans.data import bert_pipeline, load_tokenizer, train_iterator
 from jaxtrans.data.bert_tokenizer import MODEL_FILE, TOKENIZER_DIR, SentencePieceBertTokenizer
+from jaxtrans.data.data_shards import as_data_shards
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs, local_batch_size
 from jaxtrans.errors import UserError
 
@@ -131,10 +132,15 @@ PIPELINES = {"translation": translation_iterator, "bert_pretraining": bert_itera
 
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_four_batches_leave_the_state_the_old_version_saved_after_four_steps(name):
+    """The same position; the translation state has the data-shard layout (format 2) now."""
     config, saved = old_run(name)
     iterator = PIPELINES[name](config)
     take(iterator, 4)
-    assert json.dumps(iterator.get_state()) == json.dumps(saved)  # keys, order and values
+    if name == "translation":
+        saved = json.loads(json.dumps(as_data_shards(saved), sort_keys=True))
+        assert json.loads(json.dumps(iterator.get_state(), sort_keys=True)) == saved
+    else:
+        assert json.dumps(iterator.get_state()) == json.dumps(saved)  # keys, order and values
     iterator.close()
 
 
@@ -144,8 +150,10 @@ def test_a_state_saved_by_the_old_version_resumes_the_uninterrupted_stream(name)
     uninterrupted = PIPELINES[name](config)
     take(uninterrupted, 4)
     resumed = PIPELINES[name](config)
-    resumed.set_state(saved)
-    assert json.dumps(resumed.get_state()) == json.dumps(saved)
+    assert resumed.restore_states([saved], 0, 1) is None
+    if name == "translation":
+        saved = as_data_shards(saved)
+    assert json.loads(json.dumps(resumed.get_state())) == json.loads(json.dumps(saved))
     for want, got in zip(take(uninterrupted, 3), take(resumed, 3), strict=True):
         assert want.keys() == got.keys()
         for key in want:

@@ -294,8 +294,65 @@ def test_batch_size_not_divisible_by_processes_is_a_user_error(demo_tokenizer):
         train_iterator(small_demo_config(batch_size=6), demo_tokenizer, seed=0, process_count=4)
 
 
-def test_restoring_a_state_from_another_process_layout_is_a_user_error(demo_tokenizer):
+def global_batches(iterators, n):
+    """The next ``n`` global batches: the processes' batches one after another."""
+    local = [take(iterator, n) for iterator in iterators]
+    return [
+        {key: np.concatenate([batches[i][key] for batches in local]) for key in BATCH_KEYS}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("new_count", [1, 2, 4, 8])
+def test_a_checkpoint_of_2_processes_resumes_the_same_global_batches_on_any_count(
+    demo_tokenizer, new_count
+):
+    data = small_demo_config(batch_size=8)
+    saving = [
+        train_iterator(data, demo_tokenizer, seed=3, process_index=p, process_count=2)
+        for p in range(2)
+    ]
+    take(saving[0], 30), take(saving[1], 30)  # into the second epoch of each data shard
+    states = [json.loads(json.dumps(iterator.get_state())) for iterator in saving]
+    expected = global_batches(saving, 12)
+
+    resumed = []
+    for p in range(new_count):
+        iterator = train_iterator(
+            data, demo_tokenizer, seed=3, process_index=p, process_count=new_count
+        )
+        note = iterator.restore_states(states, p, new_count)
+        assert (note is None) == (new_count == 2)
+        resumed.append(iterator)
+    for want, got in zip(expected, global_batches(resumed, 12), strict=True):
+        for key in BATCH_KEYS:
+            np.testing.assert_array_equal(want[key], got[key], err_msg=key)
+    for iterator in saving + resumed:
+        iterator.close()
+
+
+def test_resuming_on_another_count_says_how_the_data_shards_are_split(demo_tokenizer):
+    data = small_demo_config(batch_size=8)
+    states = [
+        train_iterator(data, demo_tokenizer, seed=0, process_index=p, process_count=2).get_state()
+        for p in range(2)
+    ]
+    iterator = train_iterator(data, demo_tokenizer, seed=0, process_count=1)
+    assert iterator.restore_states(states, 0, 1) == (
+        "data: the checkpoint was saved by 2 processes, this run has 1; its 2 data shards are "
+        "split anew (process 0 runs 0, 1), so the global batches continue unchanged"
+    )
+
+
+def test_a_checkpoint_holding_one_process_state_of_two_is_a_user_error(demo_tokenizer):
+    """Older versions saved process 0's state only: the other shard's position is lost."""
     data = small_demo_config()
     state = train_iterator(data, demo_tokenizer, seed=0, process_count=2).get_state()
-    with pytest.raises(UserError, match="process_count=2"):
-        train_iterator(data, demo_tokenizer, seed=0, process_count=1).set_state(state)
+    with pytest.raises(UserError, match="no saved data-pipeline position of data shard 1"):
+        train_iterator(data, demo_tokenizer, seed=0, process_count=1).restore_states([state], 0, 1)
+
+
+def test_a_state_made_with_another_batch_size_is_a_user_error(demo_tokenizer):
+    state = train_iterator(small_demo_config(batch_size=4), demo_tokenizer, seed=0).get_state()
+    with pytest.raises(UserError, match="batch_size=4, this run has batch_size=8"):
+        train_iterator(small_demo_config(batch_size=8), demo_tokenizer, seed=0).set_state(state)

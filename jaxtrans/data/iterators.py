@@ -5,13 +5,20 @@ The loop makes four calls on a training iterator:
 
     batch = next(iterator)          a dict of numpy arrays, forever
     state = iterator.get_state()    a JSON-serialisable dict, saved with the checkpoint
-    iterator.set_state(state)       continue exactly where the saving iterator was
+                                    (each process saves its own)
+    iterator.restore_states(states, process_index, process_count)
+                                    continue where the saving run was, from the states
+                                    of all its processes (in process order)
     iterator.stats()                {name: float} for the log line (empty if none)
+
+(``set_state(state)`` continues exactly where the one iterator that made ``state`` was.)
 
 A pipeline is a grain ``DatasetIterator``; ``CheckpointableIterator`` wraps it. Its
 ``identity`` holds the settings that decide the stream of batches (seed, process layout,
 sizes); a saved state records them, and a state made with other settings is refused, since
-it would resume a different stream.
+it would resume a different stream. Such a pipeline resumes only on as many processes as
+it was saved with; the translation pipeline (jaxtrans.data.pipeline) re-splits its data
+shards for any number.
 """
 
 import copy
@@ -83,6 +90,7 @@ class CheckpointableIterator:
 
     state_name = "data-pipeline"
     resume_advice = "resume with the same settings"
+    state_format = STATE_FORMAT
 
     def __init__(self, pipeline: grain.DatasetIterator, identity: dict[str, Any] | None = None):
         self._pipeline = pipeline
@@ -101,7 +109,7 @@ class CheckpointableIterator:
         pipeline = copy.deepcopy(self._pipeline.get_state())
         if self._identity is None:
             return pipeline
-        return {"format": STATE_FORMAT, **self._identity, "pipeline": pipeline}
+        return {"format": self.state_format, **self._identity, "pipeline": pipeline}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue exactly where the iterator that produced ``state`` was."""
@@ -110,9 +118,31 @@ class CheckpointableIterator:
             state = state["pipeline"]
         self._pipeline.set_state(copy.deepcopy(state))
 
+    def restore_states(
+        self, states: list[dict[str, Any]], process_index: int, process_count: int
+    ) -> str | None:
+        """Continue from a checkpoint's states, one per process of the run that saved it
+        (a checkpoint of an older layout has process 0's only). Here each process takes its
+        own, so the process count must be the saving run's: a one-line UserError otherwise,
+        the same on every process. Returns a line to show, or None."""
+        saved = len(states) if len(states) > 1 else states[0].get("process_count", 1)
+        if saved != process_count:
+            raise UserError(
+                f"the checkpoint's {self.state_name} state was saved by {saved} processes, "
+                f"this run has {process_count}; this pipeline resumes only on {saved} processes"
+            )
+        if len(states) < process_count:
+            raise UserError(
+                f"the checkpoint holds the {self.state_name} state of process 0 only (an "
+                f"older jaxtrans saved no other); resume from a newer checkpoint, or use a "
+                "new --workdir"
+            )
+        self.set_state(states[process_index])
+        return None
+
     def _check_identity(self, state: dict[str, Any]) -> None:
         """UserError unless ``state`` was made with this iterator's format and settings."""
-        if state.get("format") != STATE_FORMAT:
+        if state.get("format") != self.state_format:
             raise UserError(f"the saved {self.state_name} state has an unknown format")
         for key, value in self._identity.items():
             if state.get(key) != value:

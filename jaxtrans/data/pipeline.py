@@ -1,12 +1,18 @@
 """The training input pipeline: shard, shuffle, tokenise, filter, pack, batch, prefetch.
 
-    pairs p, p + P, p + 2P, ...        process p of P reads only its shard (random access)
+    pairs s, s + S, s + 2S, ...        data shard s of S (random access)
     -> a new permutation of the shard each epoch (seeded), repeated forever
     -> tokenise 256 pairs at a time: source = ids + [EOS]; target = ids
     -> drop (or truncate) pairs over max_source_length / max_target_length, counting them
     -> pack pairs first-fit into rows (segment ids 1, 2, ...; positions restart per pair),
        or one pair a row; target_in = [BOS] + ids, target_out = ids + [EOS] per pair
-    -> batches of LOCAL rows = batch_size // process_count -> prefetched in a thread
+    -> batches of batch_size // S rows per shard; the global batch is the shards' batches
+       one after another, and process p of P takes rows [p, p + 1) * batch_size // P of it
+       (jaxtrans.data.data_shards) -> prefetched in a thread
+
+S, the number of data shards, is the process count of the run's first start: then process
+p runs shard p. A run resumed on another number of processes runs the same S shards split
+anew, so its global batches are those the original run would have made.
 
 The batches come from a grain ``DatasetIterator`` (prefetched by grain's
 ``ThreadPrefetchIterDataset``), so they have grain's checkpoint protocol; ``TrainIterator``
@@ -19,8 +25,10 @@ Every batch is a dict of int32 arrays of fixed shape (one jit compilation):
 target of one pair share a segment id; target_out is shifted inside each pair, so packing
 never leaks a token across pairs.
 
-The iterator's state (``get_state`` / ``set_state``) is a small JSON-serialisable dict;
-restoring it yields exactly the batches an uninterrupted run would have yielded next.
+The iterator's state (``get_state``) is a small JSON-serialisable dict holding the
+position of each shard the process runs; restoring the states of all processes
+(``restore_states``) yields exactly the global batches an uninterrupted run would have made
+next, whatever the number of processes.
 """
 
 from typing import Any, NamedTuple
@@ -30,6 +38,13 @@ import grain.experimental
 import numpy as np
 
 from jaxtrans.data import vocab
+from jaxtrans.data.data_shards import (
+    ProcessRows,
+    as_data_shards,
+    merge_positions,
+    process_parts,
+    resplit_note,
+)
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs, local_batch_size
 from jaxtrans.data.packing import FirstFitPacker
 from jaxtrans.data.records import PairSource, TranslationPair
@@ -203,26 +218,43 @@ class _BatchIterator(grain.DatasetIterator):
 
 
 class _PackedBatches(grain.IterDataset):
-    """Pairs (random access) in shard order, forever -> an iterable of packed batches."""
+    """Pairs (random access) -> an iterable of this process's rows of the packed global
+    batches (``ProcessRows`` over data shards of ``_BatchIterator``)."""
 
     def __init__(
         self,
         pairs: PairSource,
-        order: ShuffledEpochs,
+        data_config,
+        seed: int,
         tokenize: PairTokenizer,
-        rows: int,
-        packer_args: dict[str, Any],
+        process_index: int,
+        process_count: int,
     ):
         super().__init__()
         self._pairs = pairs
-        self._order = order
+        self._config = data_config
+        self._seed = seed
         self._tokenize = tokenize
-        self._rows = rows
-        self._packer_args = packer_args
+        self._process = (process_index, process_count)
 
-    def __iter__(self) -> _BatchIterator:
-        packer = FirstFitPacker(**self._packer_args)
-        return _BatchIterator(self._pairs, self._order, self._tokenize, self._rows, packer)
+    def _shard(self, shard: int, shards: int) -> _BatchIterator:
+        """Data shard ``shard`` of ``shards``: pairs shard, shard + shards, ... packed into
+        batches of batch_size // shards rows."""
+        config, rows = self._config, self._config.batch_size // shards
+        order = ShuffledEpochs(
+            np.arange(shard, len(self._pairs), shards), self._seed, shuffle=config.shuffle
+        )
+        if config.pack:
+            packer_args = dict(pool_rows=rows * config.pack_pool_batches)
+        else:
+            packer_args = dict(pool_rows=1, max_pairs_per_row=1)
+        packer = FirstFitPacker(config.max_source_length, config.max_target_length, **packer_args)
+        return _BatchIterator(self._pairs, order, self._tokenize, rows, packer)
+
+    def __iter__(self) -> ProcessRows:
+        # A fresh run has one data shard per process; restoring a state may change that.
+        process_count = self._process[1]
+        return ProcessRows(self._shard, self._config.batch_size, *self._process, process_count)
 
 
 def padding_fraction(batch: dict[str, np.ndarray]) -> float:
@@ -246,11 +278,17 @@ class TrainIterator(CheckpointableIterator):
     same means as an uninterrupted one).
     """
 
-    def __init__(self, pipeline: grain.DatasetIterator, identity: dict[str, Any]):
+    state_format = 2  # 1: one process's state, with its index and count (still restored)
+
+    def __init__(
+        self,
+        pipeline: grain.DatasetIterator,
+        identity: dict[str, Any],
+        process_index: int,
+        process_count: int,
+    ):
         super().__init__(pipeline, identity)
-        self._shard_pairs = len(
-            range(identity["process_index"], identity["num_pairs"], identity["process_count"])
-        )
+        self._process = (process_index, process_count)
         self._reset_padding_stats()
 
     def _reset_padding_stats(self) -> None:
@@ -266,17 +304,45 @@ class TrainIterator(CheckpointableIterator):
         return batch
 
     def set_state(self, state: dict[str, Any]) -> None:
-        super().set_state(state)
+        """Continue where the iterator that made ``state`` was (same process count)."""
+        self._restore([as_data_shards(state)], all_shards=False)
+
+    def restore_states(
+        self, states: list[dict[str, Any]], process_index: int, process_count: int
+    ) -> str | None:
+        """Continue from the states of all processes of the saving run, on any number of
+        processes (jaxtrans.data.data_shards); returns a line saying so if they differ."""
+        assert (process_index, process_count) == self._process
+        states = [as_data_shards(state) for state in states]
+        self._restore(states, all_shards=True)
+        return resplit_note(len(states), *self._process, states[0]["pipeline"]["shards"])
+
+    def _restore(self, states: list[dict[str, Any]], all_shards: bool) -> None:
+        for state in states:
+            self._check_identity(state)
+        shards = states[0]["pipeline"]["shards"]
+        parts = process_parts(*self._process, self._identity["batch_size"], shards)
+        needed = range(shards) if all_shards else [part.shard for part in parts]
+        merged = merge_positions([s["pipeline"] for s in states], list(needed), self.state_name)
+        self._pipeline.set_state(merged)
         self._reset_padding_stats()
 
     def stats(self) -> dict[str, float]:
         state = self._pipeline.get_state()
-        counts = state["counts"]
+        positions = state["positions"]
+        counts = {
+            key: sum(p["counts"][key] for p in positions.values())
+            for key in ("read", "too_long", "truncated", "malformed")
+        }
         # Pairs read but still waiting in rows, not yet in a batch, are not past.
-        waiting = sum(len(row) for row in state["open_rows"] + state["ready_rows"])
+        waiting = sum(
+            len(row) for p in positions.values() for row in p["open_rows"] + p["ready_rows"]
+        )
+        num_pairs, shards = self._identity["num_pairs"], state["shards"]
+        shard_pairs = sum(len(range(int(s), num_pairs, shards)) for s in positions)
         stats = {
             "pairs_read": counts["read"],
-            "epoch": (counts["read"] - waiting) / self._shard_pairs,
+            "epoch": (counts["read"] - waiting) / shard_pairs,
             "pairs_dropped_too_long": counts["too_long"],
             "pairs_truncated": counts["truncated"],
             "pairs_malformed": counts["malformed"],
@@ -292,11 +358,12 @@ def train_iterator(
 ) -> TrainIterator:
     """Batches of this process's shard of the training data, forever (see module doc).
 
-    Arrays are numpy int32 of LOCAL shape [batch_size // process_count, length]; the
-    training loop assembles the global batch over the mesh (e.g. with
+    Arrays are numpy int32 of LOCAL shape [batch_size // process_count, length]: rows
+    [p, p + 1) * batch_size // process_count of the global batch; the training loop
+    assembles the global batch over the mesh (e.g. with
     ``jax.make_array_from_process_local_data``).
     """
-    rows = local_batch_size(data_config.batch_size, process_count)
+    local_batch_size(data_config.batch_size, process_count)  # a one-line error if uneven
     max_source, max_target = data_config.max_source_length, data_config.max_target_length
     if min(max_source, max_target) < 2:
         raise UserError("max_source_length and max_target_length must be at least 2")
@@ -311,30 +378,19 @@ def train_iterator(
             f"{len(pairs)} training pairs cannot be sharded over {process_count} processes"
         )
     seed = int(seed) % 2**32
-
-    # Process p of P owns pairs p, p + P, p + 2P, ...; each epoch visits them in a new order.
-    shard = np.arange(process_index, len(pairs), process_count)
-    order = ShuffledEpochs(shard, seed, shuffle=data_config.shuffle)
     tokenize = PairTokenizer(tokenizer, max_source, max_target, data_config.truncate)
-    packer_args = dict(max_source=max_source, max_target=max_target)
-    if data_config.pack:
-        packer_args |= dict(pool_rows=rows * data_config.pack_pool_batches)
-    else:
-        packer_args |= dict(pool_rows=1, max_pairs_per_row=1)
-    batches = _PackedBatches(pairs, order, tokenize, rows, packer_args)
+    batches = _PackedBatches(pairs, data_config, seed, tokenize, process_index, process_count)
     if data_config.prefetch_batches > 0:
         batches = grain.experimental.ThreadPrefetchIterDataset(
             batches, prefetch_buffer_size=data_config.prefetch_batches
         )
-    # What must match for a saved state to mean the same stream of batches.
+    # What must match for a saved state to mean the same stream of global batches.
     identity = {
         "seed": seed,
-        "process_index": process_index,
-        "process_count": process_count,
         "num_pairs": len(pairs),
-        "rows": rows,
+        "batch_size": data_config.batch_size,
         "max_source_length": max_source,
         "max_target_length": max_target,
         "pack": bool(data_config.pack),
     }
-    return TrainIterator(iter(batches), identity)
+    return TrainIterator(iter(batches), identity, process_index, process_count)

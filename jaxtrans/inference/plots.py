@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert import BertConfig, BertModel
+from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.nn import causal_mask, combine_masks, padding_mask
 from jaxtrans.nn.attention import attention_weights
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -45,7 +46,9 @@ def _labels(ids: Sequence[int], decode) -> list[str]:
 
 def sown_attention(intermediates, num_layers: int, name: str) -> np.ndarray:
     """The weights sown by ``layer_{i}/{name}`` of one stack, for the first sentence of
-    the batch -> [layers, heads, q_len, kv_len]."""
+    the batch -> [layers, heads, q_len, kv_len]. A scanned stack's weights are split
+    into its layers first."""
+    intermediates = unstack_layers(intermediates)
     return np.stack(
         [
             np.asarray(intermediates[f"layer_{i}"][name]["attention_weights"][0][0])

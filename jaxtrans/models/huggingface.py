@@ -10,6 +10,9 @@ Nothing is downloaded: the directory must be on disk.
     params = model.init(rng, ids)["params"]
     params = graft_params(params, pretrained.params)   # encoder from the checkpoint
 
+The converted parameters are per layer (``layer_{i}``); ``graft_params`` stacks them for
+a model with ``scan_layers`` (jaxtrans.models.layer_stacks).
+
 Hugging Face stores a linear layer as ``weight [out, in]``; flax keeps ``kernel [in, out]``,
 and our attention projections are ``[d_model, heads, head_dim]`` / ``[heads, head_dim,
 d_model]``, so the conversion transposes and reshapes. Older checkpoints name the
@@ -27,6 +30,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.layer_stacks import layout_like
 from jaxtrans.models.weight_files import load_state_dict, shard_files
 
 __all__ = [
@@ -55,6 +59,8 @@ class PretrainedBert:
     params: nested dict of numpy arrays laid out like ``BertForPretraining`` /
         ``BertForClassification`` params: ``bert`` always, and ``mlm_head``,
         ``nsp_head``, ``classifier``, ``qa_outputs`` when the checkpoint holds those heads.
+        The encoder is per layer (``layer_{i}``), as a model without ``scan_layers``
+        keeps it; ``layer_stacks.stack_layers`` gives the scanned layout.
     """
 
     config: BertConfig
@@ -286,7 +292,11 @@ def graft_params(target: Any, source: dict[str, Any], path: str = "") -> Any:
 
     Subtrees missing from ``source`` (a new classifier head) keep their values. Boxed
     leaves (``nn.Partitioned`` logical-axis metadata) stay boxed. Shapes must agree.
+    Layer stacks of ``source`` are first arranged as ``target``'s: per layer or stacked
+    (``scan_layers``), whichever way the checkpoint was saved.
     """
+    if not path:
+        source = layout_like(source, target)
     if isinstance(source, dict):
         if not isinstance(target, dict):
             raise UserError(f"checkpoint parameter {path!r} has no counterpart in the model")

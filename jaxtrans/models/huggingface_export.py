@@ -21,6 +21,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.layer_stacks import unstack_layers
 
 # jaxtrans activation -> Hugging Face hidden_act.
 HIDDEN_ACTS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
@@ -107,8 +108,9 @@ def _attention(state: dict, prefix: str, params: dict, d_model: int) -> None:
 
 def to_state_dict(params: dict[str, Any], cfg: BertConfig) -> dict[str, np.ndarray]:
     """Params of any jaxtrans BERT model (``bert`` plus its heads) -> float32 numpy tensors
-    by Hugging Face name (see the module doc)."""
+    by Hugging Face name (see the module doc); per-layer or stacked (``scan_layers``)."""
     check_exportable(cfg)
+    params = unstack_layers(params)
     known = {"bert", "mlm_head", "nsp_head", "classifier", "qa_outputs"}
     unknown = set(params) - known
     if unknown:

@@ -98,6 +98,9 @@ class MultiHeadAttention(nn.Module):
         reuses the keys/values stored by an earlier call.
         """
         cfg = self.config
+        # rules=(): DenseGeneral boxes a flattened kernel/bias before reshaping it
+        # (flax#3676), so under logical-axis rules the box's own constraint would get
+        # more names than axes; the train state's shardings place these parameters.
         projection = functools.partial(
             nn.DenseGeneral,
             features=(cfg.num_heads, cfg.head_dim),
@@ -106,8 +109,11 @@ class MultiHeadAttention(nn.Module):
             kernel_init=nn.with_logical_partitioning(
                 nn.initializers.xavier_uniform(),  # fans of the flattened [d_model, d_model]
                 ("embed", "heads", "kv"),
+                rules=(),
             ),
-            bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("heads", "kv")),
+            bias_init=nn.with_logical_partitioning(
+                nn.initializers.zeros, ("heads", "kv"), rules=()
+            ),
         )
         if self.rope and (q_positions is None or (inputs_kv is not None and kv_positions is None)):
             raise ValueError("RoPE attention needs q_positions and kv_positions")
@@ -148,6 +154,7 @@ class MultiHeadAttention(nn.Module):
             kernel_init=nn.with_logical_partitioning(
                 nn.initializers.xavier_uniform(),
                 ("heads", "kv", "embed"),
+                rules=(),
             ),
             bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
             name="out",

@@ -62,6 +62,9 @@ class BlockConfig:
     attention_impl: AttentionImpl = "xla"
     # Recompute each layer's activations in the backward pass to save memory.
     remat: bool = False
+    # Run each layer stack as one nn.scan over parameters stacked on a "layers" axis
+    # (one compiled layer body per stack); jaxtrans.models.layer_stacks converts them.
+    scan_layers: bool = False
     # Compute dtype of matmuls and activations: "float32", or "bfloat16" on GPU/TPU (the
     # parameters stay in param_dtype).
     dtype: str = "float32"

@@ -7,16 +7,22 @@ for that. Elsewhere give the coordinator explicitly, on every host:
     JAX_COORDINATOR_ADDRESS=10.0.0.1:1234 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=0 python train.py ...
     JAX_COORDINATOR_ADDRESS=10.0.0.1:1234 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=1 python train.py ...
 
-Every process then reads only its own shard of the training data and feeds its part of
-the global batch; only process 0 writes logs, and all processes write their shards of
-each checkpoint.
+Every process then runs its data shards and feeds its part of the global batch
+(jaxtrans.data.data_shards); only process 0 trains the tokenizer and writes logs; all
+processes write their shards of each checkpoint and their own data-pipeline position.
 """
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 from jaxtrans.errors import UserError
+
+T = TypeVar("T")
 
 
 def initialize_from_env() -> None:
@@ -38,3 +44,23 @@ def initialize_from_env() -> None:
         jax.distributed.initialize(address, num_processes, process_id)
     elif os.environ.get("JAXTRANS_DISTRIBUTED") == "auto":
         jax.distributed.initialize()
+
+
+def main_process_first(make: Callable[[], T]) -> T:
+    """``make()`` on process 0, then on the others (which wait for it): for work that
+    writes shared files the first time, e.g. training the workdir's tokenizer, which the
+    other processes then load. If process 0 fails, the others stop with one line instead of
+    waiting for it forever (process 0 shows the error)."""
+    if jax.process_count() == 1:
+        return make()
+    made, ok = None, False
+    if jax.process_index() == 0:
+        try:
+            made, ok = make(), True
+        finally:
+            # Tell the others whether to go on; they wait here until process 0 is done.
+            multihost_utils.broadcast_one_to_all(np.int32(ok))
+        return made
+    if not multihost_utils.broadcast_one_to_all(np.int32(0)):
+        raise UserError("process 0 could not set up the run (see its error); fix that, then rerun")
+    return make()

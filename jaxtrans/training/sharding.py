@@ -25,6 +25,8 @@ LOGICAL_RULES = (
     ("mlp", "tensor"),
     ("kv", None),
     ("length", None),
+    # The stacked axis of scanned layer stacks (config.scan_layers): never split.
+    ("layers", None),
 )
 
 
