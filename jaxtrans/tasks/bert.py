@@ -47,6 +47,7 @@ FINE_TUNING_FIELDS = (
     "classifier_dropout_rate",
     "attention_impl",
     "remat",
+    "scan_layers",
     "dtype",
     "param_dtype",
 )
