@@ -3,11 +3,12 @@ of an earlier revision (e.g. one whose non-finite guard tested every leaf).
 
 Both steps are jit-compiled as the training loop does (sharded, state donated) on the same
 batch; they run interleaved, round after round, so that a shared machine's load falls on
-both alike. Prints the median seconds per step of each, their ratio, and the number of
-``is-finite`` operations over tensors (not scalars) in each compiled step.
+both alike. Prints the median wall and CPU (all threads) seconds per step of each, their
+ratios, and the number of ``is-finite`` operations over tensors (not scalars) in each
+compiled step.
 
-    python benchmarks/nonfinite_guard.py --before 5b35c04
-    python benchmarks/nonfinite_guard.py --before 5b35c04 --rounds 9 --steps 5
+    python benchmarks/nonfinite_guard.py --before 635ff11   # the per-leaf guard
+    python benchmarks/nonfinite_guard.py --before 635ff11 --rounds 15 --steps 5
 """
 
 import argparse
@@ -121,13 +122,15 @@ def main() -> None:
         step(batch)  # compile and warm up
         sync()
     times = {name: [] for name in variants}
+    cpu_times = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, (step, sync, _) in variants.items():
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(args.steps):
                 step(batch)
             sync()
             times[name].append((time.perf_counter() - start) / args.steps)
+            cpu_times[name].append((time.process_time() - cpu_start) / args.steps)
     params = sum(x.size for x in jax.tree.leaves(task.init_params(jax.random.key(0))))
     print(
         f"demo-size model: {params:,} parameters, batch {rows} x {length}, "
@@ -136,11 +139,12 @@ def main() -> None:
     for name, samples in times.items():
         print(
             f"{name:>6}: median {statistics.median(samples) * 1e3:7.2f} ms/step "
-            f"(min {min(samples) * 1e3:.2f}, max {max(samples) * 1e3:.2f}); "
+            f"(min {min(samples) * 1e3:.2f}, max {max(samples) * 1e3:.2f}), "
+            f"CPU {statistics.median(cpu_times[name]) * 1e3:7.2f} ms/step; "
             f"{is_finite[name]} is-finite ops over tensors in the compiled step"
         )
-    ratio = statistics.median(times["now"]) / statistics.median(times["before"])
-    print(f"now / before = {ratio:.3f}")
+    ratio = lambda t: statistics.median(t["now"]) / statistics.median(t["before"])  # noqa: E731
+    print(f"now / before: wall {ratio(times):.3f}, CPU {ratio(cpu_times):.3f}")
 
 
 if __name__ == "__main__":
