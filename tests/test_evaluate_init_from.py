@@ -89,7 +89,7 @@ def refused(capsys, *flags: str) -> str:
 @pytest.mark.parametrize(
     "flags, says",
     [
-        (("--init_from", "{hf}", "--input", "-"), "--init_from needs --task NAME"),
+        (("--init_from", "{hf}", "--input", "-"), "holds a bert model; give --task NAME, one of"),
         (("--workdir", "{tmp}", "--task", "bert_classification"), "--task goes with --init_from"),
         (("--workdir", "{tmp}", "--config", "{classify}"), "--config goes with --init_from"),
         (("--workdir", "{tmp}", "--init_from", "{hf}"), "either --workdir"),

@@ -6,6 +6,7 @@ Face directory), then ask it.
     python evaluate.py --workdir DIR --plot_attention "a sentence" [--output attn.png]
     python evaluate.py --init_from HF_DIR --task NAME [--config FILE] --input FILE|-
     python evaluate.py --init_from HF_DIR --task NAME --config FILE --outdir OUT [--split S]
+    python evaluate.py --init_from MARIAN_DIR [--config FILE] --input FILE|- | --outdir OUT
 
 DIR/config.json says which task the run trained (jaxtrans.tasks); the task rebuilds its
 model and tokenizer from DIR, reads the checkpoint and writes its reports to DIR/eval
@@ -56,7 +57,12 @@ bert_classification: BertForSequenceClassification, labels from its id2label). -
 FILE gives the data and eval sections (e.g. configs/bert_classify.py with
 --config.data.classification_test=FILE); scoring a split then needs --outdir, where
 {split}-step0.json goes. --checkpoint cannot be given: the directory has one set of
-weights."""
+weights.
+
+--init_from MARIAN_DIR (a Hugging Face Marian / opus-mt directory: config.json, weights,
+source.spm, target.spm, vocab.json) translates with no training: --input translates
+lines; with --config (e.g. configs/marian_finetune.py --config.data.test=FILE) and
+--outdir it scores a split with BLEU/chrF like a trained run (docs/pretrained.md)."""
 
 # Task settings passed on to the task (None where not given).
 OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")
@@ -127,8 +133,13 @@ def _define(values: flags.FlagValues) -> None:
 
     define_config_flag(values)
     string("workdir", None, "Run directory written by train.py.")
-    string("init_from", None, "A Hugging Face BERT directory to ask, untrained (with --task).")
-    string("task", None, "The task to put on the --init_from directory, e.g. bert_pretraining.")
+    string("init_from", None, "A Hugging Face BERT or Marian directory to ask, untrained.")
+    string(
+        "task",
+        None,
+        "The task to put on the --init_from directory, e.g. bert_pretraining "
+        "(a Marian directory: translation, the default).",
+    )
     string("split", "test", "Split to evaluate: test or dev (default: the task's first).")
     string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
     string("input", None, "Answer each line of this file ('-': stdin); see the usage above.")
@@ -166,8 +177,6 @@ def check_source_flags(values: flags.FlagValues) -> None:
                     "config.json"
                 )
         return
-    if not values.task:
-        fail("--init_from needs --task NAME: the task to put on the directory (see --help)")
     if values.checkpoint != "latest":
         fail(
             f"--checkpoint {values.checkpoint}: a Hugging Face directory has one set of "
@@ -186,7 +195,7 @@ def check_source_flags(values: flags.FlagValues) -> None:
                     f"--config: the config has no {section} section; give a run config "
                     "such as configs/bert_classify.py"
                 )
-        if config.get("task") not in (None, values.task):
+        if values.task and config.get("task") not in (None, values.task):
             fail(
                 f"--config is a {config.task} config but --task is {values.task}; give a "
                 "config of that task"

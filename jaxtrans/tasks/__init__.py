@@ -25,7 +25,7 @@ import ml_collections
 from jaxtrans.errors import UserError
 from jaxtrans.tasks.base import Restored, Task
 from jaxtrans.training import loop
-from jaxtrans.workdir import load_run_config
+from jaxtrans.workdir import huggingface_model_type, load_run_config
 
 TASKS = {
     "translation": "jaxtrans.tasks.translation:TranslationTask",
@@ -38,6 +38,8 @@ TASKS = {
 }
 # Config files written before ``task`` existed are translation runs.
 DEFAULT_TASK = "translation"
+# Hugging Face model types that serve one task, so that --init_from needs no --task.
+PRETRAINED_TASKS = {"marian": "translation"}
 
 
 def task_name(config: ml_collections.ConfigDict) -> str:
@@ -64,13 +66,24 @@ def restore_task(workdir: str) -> Task:
     return cls.from_workdir(workdir, run_config)
 
 
-def pretrained_task(name: str, path: str, config: ml_collections.ConfigDict | None = None) -> Task:
+def pretrained_task(
+    name: str | None, path: str, config: ml_collections.ConfigDict | None = None
+) -> Task:
     """Task ``name`` on the Hugging Face directory ``path`` as it is, with no training
     (evaluate.py --init_from PATH --task NAME); ``config``: an optional run config for its
-    data and eval settings."""
+    data and eval settings. ``name`` None: the task of the directory's model type (a
+    Marian directory: translation; a BERT directory serves several tasks and needs one)."""
+    able = [n for n in TASKS if hasattr(task_class(n), "from_pretrained")]
+    if name is None:
+        model_type = huggingface_model_type(path)
+        name = PRETRAINED_TASKS.get(model_type or "")
+        if name is None:
+            kind = f"a {model_type} model" if model_type else "no Hugging Face model"
+            raise UserError(
+                f"--init_from {path} holds {kind}; give --task NAME, one of {', '.join(able)}"
+            )
     cls = task_class(name, where="--task")
     if not hasattr(cls, "from_pretrained"):
-        able = [n for n in TASKS if hasattr(task_class(n), "from_pretrained")]
         raise UserError(
             f"--task {name} cannot start from --init_from; use one of {', '.join(able)}"
         )

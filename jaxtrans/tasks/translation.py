@@ -20,13 +20,16 @@ import ml_collections
 
 from jaxtrans import data
 from jaxtrans.data.epochs import batches_per_epoch
+from jaxtrans.data.marian_tokenizer import read_marian
 from jaxtrans.data.sources import NoSplit, SplitPairs, read_split
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.flops import train_step_flops
-from jaxtrans.tasks.base import Batch, Task, report_stem
+from jaxtrans.models.huggingface import graft_params
+from jaxtrans.tasks import translation_init
+from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 
 # Decoding settings used when neither evaluate.py's flags nor the run config give one.
@@ -127,10 +130,21 @@ class TranslationTask(Task):
         # Whether a dev record has said how many malformed dev lines were skipped.
         self._told_skipped = False
 
+    # The Marian directory of a task made by ``from_pretrained``: its weights are the params.
+    pretrained_path: str | None = None
+
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict, workdir: str) -> "TranslationTask":
         """Read the dev split (when dev evaluation is on), train (or load) the workdir's
-        tokenizer, then size the model by its vocabulary."""
+        tokenizer, then size the model by its vocabulary. With ``init_from`` (a Marian
+        directory) the model and tokenizer are the directory's (translation_init)."""
+        if "init_from" in config:
+            if not config.init_from:
+                raise UserError(
+                    "--config.init_from is required: the Marian directory to fine-tune "
+                    "(configs/marian_finetune.py)"
+                )
+            config = translation_init.fine_tuning_config(config)
         for key in ("max_source_length", "max_target_length"):
             value = config.data[key]
             if not isinstance(value, int) or value < 2:
@@ -143,6 +157,42 @@ class TranslationTask(Task):
         task = cls(run_config, model_config_of(run_config), tokenizer)
         task._dev = dev
         return task
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, config: ml_collections.ConfigDict | None = None
+    ) -> "TranslationTask":
+        """A Marian directory as it is, to translate and score with no training:
+        evaluate.py --init_from DIR, Translator.load(DIR). ``config``: a run config whose
+        data and eval sections are used (test/dev files, decoding settings)."""
+        flag = "--init_from"
+        model_config = translation_init.pretrained_model_config(path, None, flag)
+        run_config = ml_collections.ConfigDict({"task": cls.name, "init_from": path})
+        run_config.data = data.get_data_config().to_dict()
+        run_config.data.max_source_length = run_config.data.max_target_length = 512
+        run_config.eval = dict(DEFAULT_DECODING)
+        if config is not None:
+            for section in ("data", "eval"):
+                if not isinstance(config.get(section), ml_collections.ConfigDict):
+                    raise UserError(f"the config has no {section} section; give a task's config")
+                run_config[section].update(config[section].to_dict())
+        run_config.data.tokenizer = path
+        run_config.model = translation_init.model_fields(model_config)
+        tokenizer = read_marian(path)
+        tokenizer.check_vocab_size(model_config.vocab_size, model_config.output_vocab_size)
+        task = cls(run_config, model_config, tokenizer)
+        task.pretrained_path = path
+        return task
+
+    def restore_params(self, checkpoint: str = "latest") -> Restored:
+        """A workdir's checkpoint (Task.restore_params), or for a task made by
+        ``from_pretrained`` the directory's weights (``checkpoint`` must be latest)."""
+        if self.pretrained_path is None:
+            return super().restore_params(checkpoint)
+        if checkpoint != "latest":
+            raise UserError(f"--checkpoint {checkpoint}: a Marian directory has one set of weights")
+        params = translation_init.pretrained_params(self.pretrained_path, self.model_config)
+        return Restored(params, 0, f"the weights of {self.pretrained_path}", checkpoint)
 
     @classmethod
     def from_workdir(cls, workdir: str, run_config: ml_collections.ConfigDict) -> "TranslationTask":
@@ -163,6 +213,13 @@ class TranslationTask(Task):
             jnp.ones((1, data_config.max_source_length), jnp.int32),
             jnp.ones((1, data_config.max_target_length), jnp.int32),
         )["params"]
+
+    def initial_params(self, params: Any) -> Any:
+        """A fine-tuning run (``init_from``) starts from the directory's weights."""
+        path = self.config.get("init_from")
+        if not path:
+            return params
+        return graft_params(params, translation_init.pretrained_params(path, self.model_config))
 
     def counts(self, batch: Batch) -> dict[str, jnp.ndarray]:
         return {"tokens": jnp.sum(batch["target_out"] != self.model_config.pad_id)}
