@@ -12,6 +12,7 @@ import ml_collections
 from configs._dataclass_section import dataclass_section
 from jaxtrans.data.config import get_data_config
 from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.training import sharding
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -92,6 +93,11 @@ def get_mesh_config() -> ml_collections.ConfigDict:
     mesh.fsdp = 1
     # Tensor-parallel devices (heads and feed-forward width split).
     mesh.tensor = 1
+    # Logical axis -> mesh axes, comma-separated logical=axes: the axes joined by +, none =
+    # not split. Given rules replace those of this default table, the others stay, e.g.
+    # --config.mesh.rules=embed=none,mlp=fsdp+tensor. Parameters (jaxtrans/nn/layers.py)
+    # and the train step's activations (jaxtrans/nn/blocks.py) carry these logical names.
+    mesh.rules = sharding.rules_text(sharding.LOGICAL_RULES)
     return mesh
 
 

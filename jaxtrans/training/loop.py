@@ -157,6 +157,7 @@ def _train(
     config: ml_collections.ConfigDict, workdir: str, make_task: TaskFactory, is_main: bool
 ) -> dict[str, Any]:
     mesh = sharding.make_mesh(config.mesh)
+    rules = sharding.logical_rules(config.mesh.get("rules", ""))
     check_run_settings(config, mesh)
 
     # What is trained: tokenizer, model, batches, loss.
@@ -172,7 +173,9 @@ def _train(
 
     # State, laid out over the mesh by the logical-axis rules.
     rng = jax.random.key(config.seed)
-    state, state_shardings, abstract = init_train_state(task.init_params, optimizer, mesh, rng)
+    state, state_shardings, abstract = init_train_state(
+        task.init_params, optimizer, mesh, rng, rules
+    )
     batch_sharding = sharding.batch_sharding(mesh)
     replicated = sharding.replicated(mesh)
 
@@ -182,17 +185,25 @@ def _train(
         for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
     ]
     guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
-    jit_train_step = jax.jit(
-        guard.guarded(make_train_step(task, optimizer, schedule, accum)),
-        in_shardings=(state_shardings, batch_sharding, replicated),
-        out_shardings=(state_shardings, replicated),
-        donate_argnums=(0,),
+    jit_train_step = sharding.with_axis_rules(
+        jax.jit(
+            guard.guarded(make_train_step(task, optimizer, schedule, accum)),
+            in_shardings=(state_shardings, batch_sharding, replicated),
+            out_shardings=(state_shardings, replicated),
+            donate_argnums=(0,),
+        ),
+        mesh,
+        rules,
     )
     diagnosis = make_nonfinite_diagnosis(task, optimizer, accum)
-    jit_diagnosis = jax.jit(
-        lambda state, batch: diagnosis(state, batch, state.dropout_key()),
-        in_shardings=(state_shardings, batch_sharding),
-        out_shardings=replicated,
+    jit_diagnosis = sharding.with_axis_rules(
+        jax.jit(
+            lambda state, batch: diagnosis(state, batch, state.dropout_key()),
+            in_shardings=(state_shardings, batch_sharding),
+            out_shardings=replicated,
+        ),
+        mesh,
+        rules,
     )
     eval_step = jax.jit(
         make_eval_step(task),
@@ -242,7 +253,8 @@ def _train(
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
-        f"{dict(mesh.shape)}; {config.data.batch_size} rows per step; {num_steps} steps",
+        f"{dict(mesh.shape)} ({sharding.rules_text(rules)}); "
+        f"{config.data.batch_size} rows per step; {num_steps} steps",
         is_main,
     )
     last_metrics: dict[str, Any] = {}

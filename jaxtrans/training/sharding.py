@@ -2,9 +2,13 @@
 
 Mesh axes: ``data`` (batch split, parameters replicated), ``fsdp`` (batch split and
 parameters sharded along ``embed``), ``tensor`` (heads and feed-forward width split).
+The rules are ``LOGICAL_RULES`` with the changes of ``config.mesh.rules``
+(``logical_rules``), e.g. ``--config.mesh.rules=embed=none,mlp=fsdp+tensor``.
 """
 
+import contextlib
 import math
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -28,6 +32,70 @@ LOGICAL_RULES = (
     # The stacked axis of scanned layer stacks (config.scan_layers): never split.
     ("layers", None),
 )
+
+
+def rules_text(rules) -> str:
+    """``name=axis+axis,...`` of a rule table; ``none``: not split."""
+
+    def axes(target) -> str:
+        if target is None:
+            return "none"
+        return target if isinstance(target, str) else "+".join(target)
+
+    return ",".join(f"{name}={axes(target)}" for name, target in rules)
+
+
+def logical_rules(text: str) -> tuple:
+    """``LOGICAL_RULES`` with the rules named in ``text`` replaced.
+
+    ``text``: comma-separated ``logical=mesh axes`` (``config.mesh.rules``), the mesh axes
+    joined by ``+`` (``batch=data+fsdp``), ``none`` (or nothing) for a dimension that is not
+    split; names not given keep their rule. A name that is no logical axis, an axis not of
+    the mesh or an axis used twice is a UserError.
+    """
+    where = f"--config.mesh.rules={text!r}"
+    if not isinstance(text, str):
+        raise UserError(f"{where}: use a string of logical=mesh_axes, e.g. embed=fsdp,mlp=tensor")
+    changes = {}
+    names = [name for name, _ in LOGICAL_RULES]
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        name, equals, value = (part.strip() for part in entry.partition("="))
+        if not equals:
+            raise UserError(f"{where}: {entry!r} is not logical=mesh_axes (e.g. embed=fsdp)")
+        if name not in names:
+            raise UserError(f"{where}: {name!r} is no logical axis; use one of {', '.join(names)}")
+        if name in changes:
+            raise UserError(f"{where}: {name!r} is given twice; give each logical axis once")
+        axes = [a.strip() for a in value.split("+")] if value not in ("", "none") else []
+        for axis in axes:
+            if axis not in MESH_AXES:
+                raise UserError(
+                    f"{where}: {axis!r} ({name}) is no mesh axis; use {', '.join(MESH_AXES)} "
+                    "(several joined by +) or none"
+                )
+        if len(set(axes)) < len(axes):
+            raise UserError(f"{where}: {name} uses a mesh axis twice; name each axis once")
+        changes[name] = None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
+    return tuple((name, changes.get(name, target)) for name, target in LOGICAL_RULES)
+
+
+@contextlib.contextmanager
+def axis_rules(mesh: Mesh, rules=LOGICAL_RULES):
+    """Trace under ``mesh`` and ``rules``: activations constrained by logical names
+    (``nn.with_logical_constraint``, jaxtrans.nn.blocks) follow the same table."""
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        yield
+
+
+def with_axis_rules(function: Callable, mesh: Mesh, rules=LOGICAL_RULES) -> Callable:
+    """``function`` (a jitted one) called under ``axis_rules``, so that it is traced there
+    (entering them costs microseconds)."""
+
+    def call(*args, **kwargs):
+        with axis_rules(mesh, rules):
+            return function(*args, **kwargs)
+
+    return call
 
 
 def make_mesh(config: ml_collections.ConfigDict, devices=None) -> Mesh:
@@ -63,10 +131,10 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def logical_shardings(boxed_tree, mesh: Mesh):
+def logical_shardings(boxed_tree, mesh: Mesh, rules=LOGICAL_RULES):
     """NamedShardings for a tree whose leaves are nn.LogicallyPartitioned (or plain)."""
     specs = nn.get_partition_spec(boxed_tree)
-    return nn.logical_to_mesh_sharding(specs, mesh, LOGICAL_RULES)
+    return nn.logical_to_mesh_sharding(specs, mesh, rules)
 
 
 def check_divisible(abstract_tree, shardings) -> None:

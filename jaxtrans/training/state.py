@@ -26,14 +26,14 @@ class TrainState:
 
 
 def init_train_state(
-    init_params, optimizer, mesh, rng: jax.Array
+    init_params, optimizer, mesh, rng: jax.Array, rules=sharding.LOGICAL_RULES
 ) -> tuple[TrainState, Any, TrainState]:
     """Initialise the state directly in its sharded layout.
 
     ``init_params(rng)`` returns boxed (logically partitioned) parameters. Returns
     (state, shardings, abstract): the state on the mesh, the NamedSharding of every leaf
-    (a TrainState of shardings, from the parameters' logical axis names) and the state's
-    shapes and dtypes.
+    (a TrainState of shardings, from the parameters' logical axis names and ``rules``, a
+    rule table as sharding.logical_rules returns) and the state's shapes and dtypes.
     """
 
     def init(rng: jax.Array) -> TrainState:
@@ -46,9 +46,11 @@ def init_train_state(
             rng=jax.random.key_data(dropout_rng),
         )
 
-    boxed = jax.eval_shape(init, rng)
-    shardings = sharding.logical_shardings(boxed, mesh)
+    with sharding.axis_rules(mesh, rules):
+        boxed = jax.eval_shape(init, rng)
+    shardings = sharding.logical_shardings(boxed, mesh, rules)
     abstract = nn.unbox(boxed)
     sharding.check_divisible(abstract, shardings)
-    state = jax.jit(lambda r: nn.unbox(init(r)), out_shardings=shardings)(rng)
+    initialize = jax.jit(lambda r: nn.unbox(init(r)), out_shardings=shardings)
+    state = sharding.with_axis_rules(initialize, mesh, rules)(rng)
     return state, shardings, abstract
