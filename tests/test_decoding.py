@@ -41,7 +41,7 @@ def _weights(vocab: int) -> dict:
     kernel, bias = params["output"]["kernel"], params["output"]["bias"]
     params["output"] = {
         "kernel": kernel.at[:, EOS].set(kernel[:, -1]),
-        "bias": bias.at[EOS].set(bias[-1] + 0.01),
+        "bias": bias.at[EOS].set(bias[-1] + 0.1),
     }
     return params
 
@@ -116,7 +116,7 @@ def naive_greedy(config, params, src, steps: int) -> np.ndarray:
     target[:, 0] = BOS
     for t in range(steps):
         logits = rerun_over_prefix(config, params, src, target, t)
-        logits[:, PAD] = -np.inf  # decoding never emits padding
+        logits[:, [PAD, BOS]] = -np.inf  # decoding never emits padding or the start token
         target[:, t + 1] = logits.argmax(-1)
     return target[:, 1:]
 
@@ -154,7 +154,7 @@ def test_wide_beam_finds_the_best_sequence_of_exhaustive_enumeration():
     vocab, length, alpha = 5, 4, 0.6
     config, params = tiny_model("sinusoidal", vocab=vocab)
     src = jnp.array([[3, 4, 3, EOS]])
-    tokens = [t for t in range(vocab) if t != PAD]
+    tokens = [t for t in range(vocab) if t not in (PAD, BOS)]
     # Every hypothesis: up to `length` tokens, stopping at the first EOS.
     candidates = [
         list(seq)
@@ -166,10 +166,10 @@ def test_wide_beam_finds_the_best_sequence_of_exhaustive_enumeration():
     for row, seq in enumerate(candidates):
         target_in[row, : len(seq)] = [BOS, *seq[:-1]]
     logits = full_decoder(config)(params, jnp.repeat(src, len(candidates), 0), target_in)
-    logits = np.asarray(logits, np.float64)[:, :, 1:]  # PAD (id 0) is never a choice
+    logits = np.asarray(logits, np.float64)[:, :, tokens]  # PAD and BOS are never choices
     logprobs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     scores = [
-        sum(logprobs[row, t, token - 1] for t, token in enumerate(seq))
+        sum(logprobs[row, t, tokens.index(token)] for t, token in enumerate(seq))
         / ((5 + len(seq)) / 6) ** alpha
         for row, seq in enumerate(candidates)
     ]
@@ -223,10 +223,18 @@ def test_nothing_follows_eos():
         assert (row[:end] != PAD).all()
 
 
-def test_length_penalty_ranks_hypotheses_as_the_formula_says():
+PENALTIES = {
+    "gnmt": lambda length, alpha: ((5 + length) / 6) ** alpha,
+    "hf": lambda length, alpha: length**alpha,  # Hugging Face: generated length, EOS included
+}
+
+
+@pytest.mark.parametrize("form", sorted(PENALTIES))
+def test_length_penalty_ranks_hypotheses_as_the_formula_says(form):
+    penalty = PENALTIES[form]
     a, b, c, d = 3, 4, 5, 6
     probs = np.full((7, 7), 0.02)
-    probs[:, PAD] = 0.0
+    probs[:, [PAD, BOS]] = 0.0
     probs[BOS, [a, b]] = 0.6, 0.4
     probs[a, EOS] = 0.8  # short: a EOS
     probs[b, c] = probs[c, d] = probs[d, EOS] = 0.9  # long: b c d EOS
@@ -237,15 +245,15 @@ def test_length_penalty_ranks_hypotheses_as_the_formula_says():
     assert short[1] > long[1]
 
     step = bigram_step_fn(jnp.asarray(logprob[None], jnp.float32))
-    search = jax.jit(functools.partial(beam_search, step), static_argnums=(2, 3))
+    search = jax.jit(functools.partial(beam_search, step, penalty_form=form), static_argnums=(2, 3))
     winners = set()
     for alpha in (0.0, 1.0, 3.0):
-        by_formula = max(short, long, key=lambda h: h[1] / ((5 + len(h[0])) / 6) ** alpha)
+        by_formula = max(short, long, key=lambda h: h[1] / penalty(len(h[0]), alpha))
         tokens, scores = search(
             tile_beams(jnp.zeros((1,), jnp.int32), 2), jnp.array([6]), 6, 2, alpha
         )
         assert through_first_eos(tokens[0, 0]) == by_formula[0]
-        expected_score = by_formula[1] / ((5 + len(by_formula[0])) / 6) ** alpha
+        expected_score = by_formula[1] / penalty(len(by_formula[0]), alpha)
         np.testing.assert_allclose(float(scores[0, 0]), expected_score, rtol=1e-5)
         winners.add(tuple(by_formula[0]))
     assert len(winners) == 2  # the penalty did flip the ranking

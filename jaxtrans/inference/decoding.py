@@ -13,7 +13,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.inference.search import StepFn, beam_search, greedy_search, tile_beams
+from jaxtrans.inference.search import (
+    PenaltyForm,
+    StepFn,
+    beam_search,
+    greedy_search,
+    tile_beams,
+)
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -117,7 +123,7 @@ def greedy_decode(
     )
 
 
-@functools.partial(jax.jit, static_argnames=(*_STATIC, "beam_size"))
+@functools.partial(jax.jit, static_argnames=(*_STATIC, "beam_size", "penalty_form"))
 def beam_decode(
     params,
     source: jnp.ndarray,
@@ -130,8 +136,11 @@ def beam_decode(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    penalty_form: PenaltyForm = "gnmt",
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Beam search translation; arguments as greedy_decode, alpha the length penalty.
+    """Beam search translation; arguments as greedy_decode, alpha the length penalty's
+    exponent, penalty_form its formula: "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha
+    (search.length_penalty).
 
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first.
     """
@@ -155,6 +164,7 @@ def beam_decode(
         bos_id=bos_id,
         eos_id=eos_id,
         pad_id=pad_id,
+        penalty_form=penalty_form,
     )
 
 
@@ -170,6 +180,7 @@ def generate(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    penalty_form: PenaltyForm = "gnmt",
 ) -> jnp.ndarray:
     """Best translation per row: greedy for beam_size 1, else the top beam.
 
@@ -178,5 +189,7 @@ def generate(
     ids = dict(config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
     if beam_size == 1:
         return greedy_decode(params, source, max_lengths, **ids)
-    tokens, _ = beam_decode(params, source, max_lengths, alpha, beam_size=beam_size, **ids)
+    tokens, _ = beam_decode(
+        params, source, max_lengths, alpha, beam_size=beam_size, penalty_form=penalty_form, **ids
+    )
     return tokens[:, 0]

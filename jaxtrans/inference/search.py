@@ -10,12 +10,13 @@ array leaves have a leading ``rows`` axis (scalar leaves, such as a cache index,
 shared by all rows). Rows are ``batch`` for greedy search and ``batch * beam_size``
 for beam search, beam-minor (row ``b * beam_size + k``, see ``tile_beams``).
 
-Both searches never emit PAD, stop a row at EOS or at its own maximum length, and
-return tokens [.., max_len] with PAD after the end: nothing follows EOS.
+Both searches never emit PAD or BOS (neither is ever a target), stop a row at EOS or at
+its own maximum length, and return tokens [.., max_len] with PAD after the end: nothing
+follows EOS.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,16 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
 StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]
+# How beam search normalises a finished hypothesis' log-probability by its length.
+PenaltyForm = Literal["gnmt", "hf"]
+PENALTY_FORMS = ("gnmt", "hf")
 
 
-def _allowed_logits(logits: jnp.ndarray, pad_id: int) -> jnp.ndarray:
-    """Padding is not a token: emitting it would make the output disagree with the
-    teacher-forced model, whose padding mask hides PAD keys."""
-    return logits.astype(jnp.float32).at[..., pad_id].set(-jnp.inf)
+def _allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
+    """PAD and BOS are never targets: padding is not a token (emitting it would make the
+    output disagree with the teacher-forced model, whose padding mask hides PAD keys) and
+    BOS only starts the decoder (a Marian model's BOS row copies its pad row)."""
+    return logits.astype(jnp.float32).at[..., pad_id].set(-jnp.inf).at[..., bos_id].set(-jnp.inf)
 
 
 def greedy_search(
@@ -57,7 +62,7 @@ def greedy_search(
     def step(state):
         i, tokens, last, done, cache = state
         logits, cache = step_fn(cache, last, i)
-        token = jnp.argmax(_allowed_logits(logits, pad_id), axis=-1).astype(jnp.int32)
+        token = jnp.argmax(_allowed_logits(logits, pad_id, bos_id), axis=-1).astype(jnp.int32)
         token = jnp.where(done, pad_id, token)
         tokens = tokens.at[:, i].set(token)
         done = done | (token == eos_id) | (i + 1 >= max_lengths)
@@ -73,9 +78,22 @@ def greedy_search(
     return jax.lax.while_loop(running, step, state)[1]
 
 
-def length_penalty(length: jnp.ndarray, alpha: float | jnp.ndarray) -> jnp.ndarray:
-    """GNMT length normalisation ((5 + length) / 6) ** alpha; scores are logprob / penalty."""
-    return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
+def length_penalty(
+    length: jnp.ndarray, alpha: float | jnp.ndarray, form: PenaltyForm = "gnmt"
+) -> jnp.ndarray:
+    """The divisor of a finished hypothesis' log-probability; length counts its tokens,
+    EOS included, BOS not.
+
+    "gnmt": ((5 + length) / 6) ** alpha (Wu et al. 2016, the Transformer paper's search);
+    "hf": length ** alpha (Hugging Face's ``length_penalty=alpha``, which divides by the
+    generated length without the decoder start token).
+    """
+    length = jnp.asarray(length, jnp.float32)
+    if form == "hf":
+        return length**alpha
+    if form != "gnmt":
+        raise ValueError(f"length penalty form {form!r} is not one of {PENALTY_FORMS}")
+    return ((5.0 + length) / 6.0) ** alpha
 
 
 def top_k(x: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -126,24 +144,31 @@ def beam_search(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    penalty_form: PenaltyForm = "gnmt",
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Beam search with the length penalty ((5 + len) / 6) ** alpha (alpha >= 0).
+    """Beam search with the length penalty ((5 + len) / 6) ** alpha, or len ** alpha with
+    ``penalty_form="hf"`` (alpha >= 0; see ``length_penalty``).
 
     cache: rows [batch * beam_size] (``tile_beams``); max_lengths [batch] as for
     greedy_search. A hypothesis' log-probability sums, over its steps, log_softmax over
-    the tokens that may be emitted (all but PAD). Each step extends the K live
+    the tokens that may be emitted (all but PAD and BOS). Each step extends the K live
     hypotheses by every token; of the K * vocab candidates, those among the K most
     probable that end in EOS are finished (scored logprob / length_penalty(length)),
     and the K most probable that do not stay live (the cache is gathered to follow
     them). At a row's maximum length every candidate among the K best is finished. A
     row stops when no live hypothesis can still beat the worst of its K finished ones.
 
+    This is Hugging Face's beam search with ``early_stopping="never"`` (for alpha > 0;
+    any setting for alpha = 0) and, with penalty_form="hf", ``length_penalty=alpha``, when
+    every row has the same max_lengths (``max_new_tokens``) and the model gives PAD
+    (there: blocked by ``bad_words_ids``, but still in its log_softmax) no probability.
+
     Returns finished tokens [batch, beam_size, max_len] and their scores
     [batch, beam_size], best first (-inf marks an empty slot).
     """
     batch, k = max_lengths.shape[0], beam_size
     max_lengths = jnp.minimum(max_lengths, max_len)
-    best_possible_penalty = length_penalty(max_lengths, alpha)
+    best_possible_penalty = length_penalty(max_lengths, alpha, penalty_form)
 
     def running(state):
         return (state["i"] < max_len) & ~jnp.all(state["done"])
@@ -151,7 +176,7 @@ def beam_search(
     def step(state):
         i, live_tokens = state["i"], state["live_tokens"]
         logits, cache = step_fn(state["cache"], state["last"].reshape(-1), i)
-        logprobs = jax.nn.log_softmax(_allowed_logits(logits, pad_id))
+        logprobs = jax.nn.log_softmax(_allowed_logits(logits, pad_id, bos_id))
         vocab = logprobs.shape[-1]
         candidates = state["live_logprobs"][:, :, None] + logprobs.reshape(batch, k, vocab)
         candidates = candidates.reshape(batch, k * vocab)
@@ -165,7 +190,8 @@ def beam_search(
         # Finish the candidates among the K most probable that end in EOS (all of them
         # at the length limit); a beam of one thus stops exactly where greedy does.
         ends = (top_tokens[:, :k] == eos_id) | at_limit
-        new_scores = jnp.where(ends, top_logprobs[:, :k] / length_penalty(i + 1, alpha), -jnp.inf)
+        penalty = length_penalty(i + 1, alpha, penalty_form)
+        new_scores = jnp.where(ends, top_logprobs[:, :k] / penalty, -jnp.inf)
         new_tokens = _extend(live_tokens, top[:, :k] // vocab, top_tokens[:, :k], i)
         finished_scores, finished_tokens = _best(
             jnp.concatenate([state["finished_scores"], new_scores], axis=1),

@@ -17,6 +17,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
+from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm
 from jaxtrans.models import TransformerConfig
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -62,10 +63,13 @@ def translate_ids(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    penalty_form: PenaltyForm = "gnmt",
 ) -> list[list[int]]:
     """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
 
     A hypothesis has at most len(source) + max_extra_length tokens, EOS included.
+    penalty_form: beam search's length penalty, "gnmt" ((5 + len) / 6) ** alpha or "hf"
+    len ** alpha (as Hugging Face's length_penalty=alpha).
     """
     if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
         raise UserError(
@@ -74,6 +78,8 @@ def translate_ids(
         )
     if alpha < 0:
         raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
+    if penalty_form not in PENALTY_FORMS:
+        raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
     params = jax.device_put(nn.unbox(params))  # once, not at every batch (host arrays)
     # Learned positions exist only up to max_len: longer sources are cut, outputs capped.
     position_limit = config.max_len if config.position == "learned" else None
@@ -101,6 +107,7 @@ def translate_ids(
             bos_id=bos_id,
             eos_id=eos_id,
             pad_id=pad_id,
+            penalty_form=penalty_form,
         )
         tokens = np.asarray(tokens)
         for row, i in enumerate(chunk):
@@ -119,11 +126,13 @@ def translate(
     alpha: float = 0.6,
     max_extra_length: int = 50,
     length_multiple: int = 16,
+    penalty_form: PenaltyForm = "gnmt",
 ) -> list[str]:
     """Source sentences -> translations, in the input order.
 
     Sources are tokenised as in training (``encode_source`` ids + EOS). beam_size 1 is
-    greedy search; alpha is the length-penalty exponent of beam search.
+    greedy search; alpha is the length-penalty exponent of beam search, penalty_form its
+    formula ("gnmt" or "hf", see translate_ids).
     """
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     hypotheses = translate_ids(
@@ -135,5 +144,6 @@ def translate(
         alpha=alpha,
         max_extra_length=max_extra_length,
         length_multiple=length_multiple,
+        penalty_form=penalty_form,
     )
     return [tokenizer.decode_target(ids) for ids in hypotheses]
