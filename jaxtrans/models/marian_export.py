@@ -1,0 +1,206 @@
+"""jaxtrans Transformer parameters -> a Hugging Face Marian config.json and state dict: the
+inverse of ``marian.py``.
+
+    hf_config, state = to_huggingface(config, params)
+    # write config.json and model.safetensors (safetensors.numpy.save_file) into a
+    # directory: MarianMTModel.from_pretrained(directory) computes the same logits.
+
+What Marian can express: Post-LN, sinusoidal positions, relu / gelu / tanh gelu / silu,
+LayerNorm epsilon 1e-5 (Marian's is fixed), source and target vocabularies of one size
+(Marian has a single pad id). A model with the paper's interleaved sinusoids is exported
+too: permuting the d_model axis of every parameter the same way (a symmetry of the
+model) turns the interleaved table into Marian's halves exactly.
+
+Token ids are Marian's as jaxtrans.data.marian_export writes the vocabulary: a model of
+N ids becomes a Marian vocabulary of V = N - 1 ids with ``</s>`` 0 and ``<pad>`` V - 1,
+which is also the decoder start. Marian row m is the model's row
+``marian_to_model_ids(V, V - 1, 0)[m]``, except row V - 1, which takes the start row
+(BOS); the model's padding row (never attended to, never emitted) is left out.
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import numpy as np
+
+from jaxtrans.errors import UserError
+from jaxtrans.models.marian import marian_to_model_ids
+from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.vocab import BOS_ID, PAD_ID
+
+# jaxtrans activation -> Hugging Face activation_function.
+ACTIVATION_FUNCTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish"}
+# Marian's LayerNorm is torch's default: its epsilon is not configurable.
+MARIAN_EPSILON = 1e-5
+
+
+def check_exportable(cfg: TransformerConfig) -> None:
+    """UserError naming the first model setting Hugging Face Marian cannot express."""
+    if cfg.norm != "post":
+        raise UserError(
+            f"model.norm={cfg.norm!r}: Marian has only Post-LN (norm='post'); "
+            "this model cannot be exported"
+        )
+    if cfg.position != "sinusoidal":
+        raise UserError(
+            f"model.position={cfg.position!r}: Marian has only sinusoidal positions; "
+            "this model cannot be exported"
+        )
+    if cfg.activation not in ACTIVATION_FUNCTIONS:
+        raise UserError(
+            f"model.activation={cfg.activation!r}: Marian's activation_function has no "
+            f"counterpart; only {', '.join(ACTIVATION_FUNCTIONS)} can be exported"
+        )
+    if cfg.layer_norm_epsilon != MARIAN_EPSILON:
+        raise UserError(
+            f"model.layer_norm_epsilon={cfg.layer_norm_epsilon}: Marian's LayerNorm uses "
+            f"{MARIAN_EPSILON} and cannot be configured; this model cannot be exported exactly"
+        )
+    if cfg.pad_id != PAD_ID:
+        raise UserError(f"model.pad_id={cfg.pad_id}: only models with pad 0 can be exported")
+    if cfg.output_vocab_size != cfg.vocab_size:
+        raise UserError(
+            f"target_vocab_size={cfg.output_vocab_size} differs from vocab_size="
+            f"{cfg.vocab_size}: Marian has one pad id for both vocabularies, so both "
+            "must have one size"
+        )
+    if cfg.vocab_size < 4:
+        raise UserError(f"vocab_size={cfg.vocab_size}: too small for a Marian vocabulary")
+
+
+def marian_rows(model_vocab_size: int) -> np.ndarray:
+    """int [V = model_vocab_size - 1]: the model id whose row is Marian row m of a token
+    table (see the module doc); the inverse of marian.py's row mapping."""
+    size = model_vocab_size - 1
+    rows = marian_to_model_ids(size, size - 1, 0)[:size].copy()
+    rows[size - 1] = BOS_ID  # Marian's pad is its decoder start
+    return rows
+
+
+def huggingface_config(cfg: TransformerConfig) -> dict[str, Any]:
+    """The config.json of the exported MarianMTModel."""
+    check_exportable(cfg)
+    size = cfg.vocab_size - 1
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": size,
+        "decoder_vocab_size": size,
+        "share_encoder_decoder_embeddings": cfg.share_embeddings,
+        "tie_word_embeddings": cfg.tie_output,
+        "d_model": cfg.d_model,
+        "encoder_layers": cfg.num_encoder_layers,
+        "decoder_layers": cfg.num_decoder_layers,
+        "encoder_attention_heads": cfg.num_heads,
+        "decoder_attention_heads": cfg.num_heads,
+        "encoder_ffn_dim": cfg.d_ff,
+        "decoder_ffn_dim": cfg.d_ff,
+        "activation_function": ACTIVATION_FUNCTIONS[cfg.activation],
+        "dropout": cfg.dropout_rate,
+        "attention_dropout": cfg.attention_dropout_rate,
+        "activation_dropout": cfg.activation_dropout_rate,
+        "max_position_embeddings": cfg.max_len,
+        "scale_embedding": cfg.scale_embeddings,
+        "pad_token_id": size - 1,
+        "decoder_start_token_id": size - 1,
+        "eos_token_id": 0,
+        "bos_token_id": None,
+        # jaxtrans neither emits the start token nor forces EOS at the length limit.
+        "bad_words_ids": [[size - 1]],
+        "forced_eos_token_id": None,
+        "is_encoder_decoder": True,
+        "dtype": "float32",
+    }
+
+
+class _Writer:
+    """Writes tensors under Hugging Face names, permuting the d_model axis by ``order``."""
+
+    def __init__(self, order: np.ndarray, rows: np.ndarray):
+        self.order, self.rows, self.state = order, rows, {}
+
+    def put(self, name: str, value: Any, model_axes: tuple[int, ...] = ()) -> None:
+        array = np.asarray(value, dtype=np.float32)
+        for axis in model_axes:
+            array = np.take(array, self.order, axis=axis)
+        self.state[name] = np.ascontiguousarray(array)
+
+    def tokens(self, name: str, table: Any) -> None:
+        """A token table [model vocab, d_model] -> [V, d_model] in Marian ids."""
+        self.put(name, np.asarray(table)[self.rows], model_axes=(1,))
+
+    def linear(self, name: str, params: dict, reads_model: bool, writes_model: bool) -> None:
+        """kernel [in, out] -> weight [out, in]; d_model axes: in if reads_model, out (and
+        the bias) if writes_model."""
+        weight = np.asarray(params["kernel"], np.float32).T
+        self.put(f"{name}.weight", weight, (1,) * reads_model + (0,) * writes_model)
+        self.put(f"{name}.bias", params["bias"], (0,) * writes_model)
+
+    def norm(self, name: str, params: dict) -> None:
+        self.put(f"{name}.weight", params["scale"], (0,))
+        self.put(f"{name}.bias", params["bias"], (0,))
+
+    def attention(self, prefix: str, params: dict, d_model: int) -> None:
+        for ours, theirs in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
+            kernel = np.asarray(params[ours]["kernel"], np.float32).reshape(d_model, d_model)
+            self.put(f"{prefix}.{theirs}.weight", kernel.T, (1,))
+            self.put(f"{prefix}.{theirs}.bias", np.asarray(params[ours]["bias"]).reshape(-1))
+        out = np.asarray(params["out"]["kernel"], np.float32).reshape(d_model, d_model)
+        self.put(f"{prefix}.out_proj.weight", out.T, (0,))
+        self.put(f"{prefix}.out_proj.bias", params["out"]["bias"], (0,))
+
+
+def _layers(w: _Writer, prefix: str, stack: dict, count: int, d_model: int) -> None:
+    for i in range(count):
+        if f"layer_{i}" not in stack:
+            raise UserError(
+                f"{prefix} has no layer_{i}: export needs per-layer parameters "
+                "(a model without scan_layers)"
+            )
+        layer, p = stack[f"layer_{i}"], f"{prefix}.layers.{i}"
+        w.attention(f"{p}.self_attn", layer["self_attention"], d_model)
+        w.norm(f"{p}.self_attn_layer_norm", layer["self_attention_norm"])
+        if "cross_attention" in layer:
+            w.attention(f"{p}.encoder_attn", layer["cross_attention"], d_model)
+            w.norm(f"{p}.encoder_attn_layer_norm", layer["cross_attention_norm"])
+        w.linear(f"{p}.fc1", layer["feed_forward"]["wi"], reads_model=True, writes_model=False)
+        w.linear(f"{p}.fc2", layer["feed_forward"]["wo"], reads_model=False, writes_model=True)
+        w.norm(f"{p}.final_layer_norm", layer["feed_forward_norm"])
+
+
+def to_state_dict(cfg: TransformerConfig, params: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Transformer params (per layer) -> float32 numpy tensors by Marian name."""
+    check_exportable(cfg)
+    params = nn.unbox(params)
+    d = cfg.d_model
+    if cfg.sinusoidal_layout == "interleaved":  # sines (even dims) first, then cosines
+        order = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+    else:
+        order = np.arange(d)
+    w = _Writer(order, marian_rows(cfg.vocab_size))
+    source = params["source_embedding"]["embedding"]
+    target = source if cfg.share_embeddings else params["target_embedding"]["embedding"]
+    if cfg.share_embeddings:
+        w.tokens("model.shared.weight", source)
+    # Written even when shared: with tie_word_embeddings false, Hugging Face ties neither
+    # stack's table to model.shared.
+    w.tokens("model.encoder.embed_tokens.weight", source)
+    w.tokens("model.decoder.embed_tokens.weight", target)
+    _layers(w, "model.encoder", params["encoder"], cfg.num_encoder_layers, d)
+    _layers(w, "model.decoder", params["decoder"], cfg.num_decoder_layers, d)
+    if cfg.tie_output:
+        bias = params.get("final_logits_bias", np.zeros((cfg.output_vocab_size,), np.float32))
+    else:
+        kernel, bias = params["output"]["kernel"], params["output"]["bias"]
+        w.tokens("lm_head.weight", np.asarray(kernel, np.float32).T)
+    w.put("final_logits_bias", np.asarray(bias, np.float32)[w.rows][None])
+    return w.state
+
+
+def to_huggingface(
+    config: TransformerConfig, params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A translation model -> (config.json contents, state dict of float32 numpy arrays)
+    of the MarianMTModel computing the same logits (in Marian ids, see the module doc).
+    UserError naming the first setting Marian cannot express."""
+    return huggingface_config(config), to_state_dict(config, params)
