@@ -383,57 +383,7 @@ def test_huggingface_bert_loads_into_a_scanned_model_and_exports_back(tmp_path):
 
 # Sharding, on 8 forced CPU devices in a subprocess.
 
-SHARDING_SCRIPT = """
-import json
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import ml_collections
-from jaxtrans.models import TransformerConfig
-from jaxtrans.nn.blocks import EncoderBlock
-from jaxtrans.tasks.translation import TranslationTask
-from jaxtrans.training import sharding
-from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.state import init_train_state
-from jaxtrans.training.step import make_train_step
-
-mesh = sharding.make_mesh(ml_collections.ConfigDict(dict(data=2, fsdp=2, tensor=2)))
-config = TransformerConfig(vocab_size=64, d_model=32, num_heads=4, d_ff=64,
-    num_encoder_layers=2, num_decoder_layers=2, scan_layers=True)
-result = {}
-
-# The residual stream's compiled sharding under two rule tables.
-block = EncoderBlock(config)
-x = jnp.ones((8, 16, 32))
-variables = block.init(jax.random.key(0), x, None, None, True)
-for name, rules in (
-    ("default", sharding.LOGICAL_RULES),
-    ("length_on_tensor", (*sharding.LOGICAL_RULES[:-2], ("length", "tensor"), ("layers", None))),
-):
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        y = jax.jit(lambda v, x: block.apply(v, x, None, None, True))(variables, x)
-    result[name] = [list(a) if isinstance(a, tuple) else a for a in y.sharding.spec]
-
-# A scanned train step on the (data, fsdp, tensor) mesh.
-task = TranslationTask(ml_collections.ConfigDict({"train": {"label_smoothing": 0.1},
-    "data": {"max_source_length": 8, "max_target_length": 8}}), config)
-opt_config = ml_collections.ConfigDict(dict(name="adamw", b1=0.9, b2=0.98, eps=1e-6,
-    weight_decay=0.01, schedule="constant", noam_factor=1.0, learning_rate=1e-3,
-    warmup_steps=0, clip_norm=1.0))
-optimizer, schedule = make_optimizer(opt_config, 32, 100)
-state, shardings, _ = init_train_state(task.init_params, optimizer, mesh, jax.random.key(0))
-kernel = state.params["encoder"]["layers"]["feed_forward"]["wi"]["kernel"]
-result["kernel_spec"] = [list(a) if isinstance(a, tuple) else a for a in kernel.sharding.spec]
-ids = jnp.full((8, 8), 5, jnp.int32)
-batch = {"source": ids, "target_in": ids, "target_out": ids}
-with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.LOGICAL_RULES):
-    step = jax.jit(lambda s, b: make_train_step(task, optimizer, schedule)(s, b, s.dropout_key()),
-        in_shardings=(shardings, sharding.batch_sharding(mesh)),
-        out_shardings=(shardings, sharding.replicated(mesh)))
-    state, metrics = step(state, batch)
-result["loss"] = float(metrics["loss"])
-print("RESULT", json.dumps(result))
-"""
+SHARDING_SCRIPT = os.path.join(os.path.dirname(__file__), "scan_layers_sharding.py")
 
 
 @pytest.fixture(scope="module")
@@ -441,7 +391,7 @@ def eight_device_run():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
     result = subprocess.run(
-        [sys.executable, "-c", SHARDING_SCRIPT],
+        [sys.executable, SHARDING_SCRIPT],
         env=env,
         capture_output=True,
         text=True,
