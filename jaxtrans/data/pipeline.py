@@ -269,8 +269,8 @@ class TrainIterator(CheckpointableIterator):
 
     ``stats()`` gives counts for logging, as of the last batch returned: ``pairs_read``
     (by this process, since the start of training), ``epoch`` (the pairs read and no longer
-    waiting for a row of a batch, over the pairs of this process's shard: 1.5 = halfway
-    through the second pass), ``pairs_dropped_too_long``,
+    waiting for a row of a batch, over the pairs of the data shards this process runs: 1.5
+    = halfway through the second pass), ``pairs_dropped_too_long``,
     ``pairs_truncated``, ``pairs_malformed`` (skipped malformed lines), ``padding_fraction``
     (of the last batch) and ``mean_padding_fraction`` (over the batches since the previous
     ``stats()`` call, or since the iterator was created or restored: the training loop calls
