@@ -202,6 +202,61 @@ def test_an_abstract_tree_orbax_cannot_use_is_a_bug_not_a_damaged_checkpoint(tra
     assert not isinstance(raised.value, UserError)
 
 
+# ------------------------------------------------------------- each process's data position
+
+
+def save_with_data(workdir: str, meta: dict) -> Checkpointer:
+    checkpointer = Checkpointer(workdir)
+    params = random_params(0)
+    checkpointer.save(
+        1, params, jax.tree.map(jnp.zeros_like, params), jnp.zeros(2, jnp.uint32), meta
+    )
+    checkpointer.wait()
+    return checkpointer
+
+
+def restored_meta(checkpointer: Checkpointer) -> dict:
+    params = random_params(0)
+    abstract = jax.eval_shape(lambda: params)
+    return checkpointer.restore(
+        1, abstract, abstract, jax.eval_shape(lambda: jnp.zeros(2, jnp.uint32))
+    )[3]
+
+
+def test_the_data_position_is_a_file_of_this_process_and_restores_as_a_list(tmp_path):
+    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    step_dir = tmp_path / "checkpoints" / "1"
+    assert (step_dir / "data" / "process_0-of-1.json").read_text() == '{"position": 7}'
+    assert "data" not in (step_dir / "meta" / "metadata").read_text()
+    assert restored_meta(checkpointer) == {"step": 1, "data": [{"position": 7}]}
+    checkpointer.close()
+
+
+def test_a_checkpoint_of_the_older_layout_gives_its_one_data_position_as_a_list(tmp_path):
+    """Before per-process files, meta held process 0's position."""
+    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    step_dir = tmp_path / "checkpoints" / "1"
+    shutil.rmtree(step_dir / "data")
+    (step_dir / "meta" / "metadata").write_text('{"step": 1, "data": {"position": 7}}')
+    assert restored_meta(checkpointer) == {"step": 1, "data": [{"position": 7}]}
+    checkpointer.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbled", "another_count"])
+def test_a_missing_or_garbled_data_position_is_a_damaged_checkpoint(tmp_path, damage):
+    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    path = tmp_path / "checkpoints" / "1" / "data" / "process_0-of-1.json"
+    if damage == "missing":
+        path.unlink()
+    elif damage == "garbled":
+        path.write_text('{"posi')
+    else:  # a file of a 2-process run beside it: process 1's is missing
+        path.rename(path.with_name("process_0-of-2.json"))
+    with pytest.raises(CheckpointUnreadable):
+        restored_meta(checkpointer)
+    checkpointer.close()
+
+
 # ----------------------------------------------------- reports of what a failure abandons
 
 
