@@ -18,7 +18,7 @@ one shard, as it always did.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grain
 import numpy as np
@@ -26,11 +26,12 @@ import numpy as np
 from jaxtrans.errors import UserError
 
 
-class ShardPart:
+class ShardPart(NamedTuple):
     """Rows [start, stop) of data shard ``shard``'s batch, which this process feeds."""
 
-    def __init__(self, shard: int, start: int, stop: int):
-        self.shard, self.start, self.stop = shard, start, stop
+    shard: int
+    start: int
+    stop: int
 
 
 def process_parts(
