@@ -61,6 +61,13 @@ def get_train_config() -> ml_collections.ConfigDict:
     # Passes over the training data (translation runs), instead of num_steps: the steps of
     # one epoch are counted from the packed training data at start; 0 = use num_steps.
     train.num_epochs = 0
+    # Wall-clock budget in minutes, 0 = no limit. Counted from the program's start (the
+    # tokenizer, compilation and data loading included; a resumed run counts from its own
+    # start); when it is spent the run saves a checkpoint, runs the final dev evaluation and
+    # says why it stopped. With num_steps=0 and num_epochs=0 the run lasts until then (the
+    # console estimates its steps from the step time); the linear schedule, which needs its
+    # last step in advance, is refused there.
+    train.max_minutes = 0.0
     # Log train metrics every this many steps.
     train.log_every = 100
     # Save a checkpoint every this many steps (and always at the end and on SIGTERM).

@@ -7,6 +7,7 @@ batches, loss, dev evaluation: a ``TrainingTask``, see jaxtrans.tasks). Side eff
 and finite-update guards are in guards.py.
 """
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import numpy as np
 from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
 from jaxtrans.errors import UserError, describe
 from jaxtrans.training import distributed, flops, sharding
+from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.guards import (
     NonFiniteGuard,
     StopSignal,
@@ -29,6 +31,7 @@ from jaxtrans.training.guards import (
 )
 from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
+from jaxtrans.training.run_settings import check_run_settings, run_length
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step import make_eval_step, make_nonfinite_diagnosis, make_train_step
 from jaxtrans.training.task import TrainingTask
@@ -72,12 +75,17 @@ def global_batch(local: dict[str, np.ndarray], sharding_) -> dict[str, jax.Array
 
 
 def train_and_evaluate(
-    config: ml_collections.ConfigDict, workdir: str, make_task: TaskFactory
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    make_task: TaskFactory,
+    started: float | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) the run in ``workdir`` and return the last logged metrics.
 
     ``make_task(config, workdir)`` is called once the workdir is locked (it may train a
-    tokenizer into it), e.g. ``jaxtrans.tasks.load_task``."""
+    tokenizer into it), e.g. ``jaxtrans.tasks.load_task``. ``started``: when the program
+    started (time.time()), from which train.max_minutes counts; None: the process's start."""
+    budget = TimeBudget(config.train.get("max_minutes", 0), started)
     distributed.initialize_from_env()
     is_main = jax.process_index() == 0
     workdir = os.path.abspath(workdir)
@@ -91,70 +99,15 @@ def train_and_evaluate(
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
     setup_compilation_cache(config.train.compilation_cache_dir)
     with WorkdirLock(workdir, enabled=is_main):
-        return _train(config, workdir, make_task, is_main)
-
-
-def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
-    """Settings that need neither data nor model, checked before anything is written."""
-    for key in ("data.batch_size", "train.log_every", "train.checkpoint_every"):
-        section, name = key.split(".")
-        value = config[section][name]
-        if not isinstance(value, int) or value < 1:
-            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1")
-    keep = config.train.keep_checkpoints
-    if keep is not None and (not isinstance(keep, int) or keep < 1):
-        raise UserError(f"--config.train.keep_checkpoints={keep!r}: use a whole number >= 1")
-    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
-    if config.data.batch_size % data_parallel:
-        raise UserError(
-            f"--config.data.batch_size={config.data.batch_size} is not divisible by the "
-            f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
-        )
-    accum = int(config.train.grad_accum_steps)
-    local_rows = config.data.batch_size // jax.process_count()
-    if accum < 1 or local_rows % accum:
-        raise UserError(
-            f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
-            f"of {local_rows} rows"
-        )
-    steps, epochs = config.train.num_steps, config.train.get("num_epochs", 0)
-    for key, value in (("num_steps", steps), ("num_epochs", epochs)):
-        if not isinstance(value, int) or value < 0:
-            raise UserError(f"--config.train.{key}={value!r}: use a whole number >= 0")
-    # Both 0 is a run of no steps: it sets up the workdir (tokenizer, config) and stops.
-    if steps > 0 and epochs > 0:
-        raise UserError(
-            f"--config.train.num_steps={steps} and --config.train.num_epochs={epochs}: set "
-            "one of them, the other to 0"
-        )
-    if config.train.on_nonfinite not in ("stop", "skip"):
-        raise UserError(
-            f"--config.train.on_nonfinite={config.train.on_nonfinite!r}: use stop or skip"
-        )
-
-
-def run_length(config: ml_collections.ConfigDict, task: TrainingTask, is_main: bool) -> int:
-    """The run's number of steps: train.num_steps, or train.num_epochs times the task's
-    count of the steps of one epoch (said on the console)."""
-    epochs = int(config.train.get("num_epochs", 0))
-    if not epochs:
-        return int(config.train.num_steps)
-    counted = task.steps_per_epoch(config.seed, jax.process_count())
-    if counted is None:
-        raise UserError(
-            f"--config.train.num_epochs is for translation runs; this {config.get('task')} run "
-            "counts --config.train.num_steps (set it, and num_epochs=0)"
-        )
-    per_epoch, how = counted
-    say(
-        f"one epoch = {per_epoch} steps ({how}); {epochs} epochs = {epochs * per_epoch} steps",
-        is_main,
-    )
-    return epochs * per_epoch
+        return _train(config, workdir, make_task, is_main, budget)
 
 
 def _train(
-    config: ml_collections.ConfigDict, workdir: str, make_task: TaskFactory, is_main: bool
+    config: ml_collections.ConfigDict,
+    workdir: str,
+    make_task: TaskFactory,
+    is_main: bool,
+    budget: TimeBudget,
 ) -> dict[str, Any]:
     mesh = sharding.make_mesh(config.mesh)
     rules = sharding.logical_rules(config.mesh.get("rules", ""))
@@ -253,10 +206,17 @@ def _train(
 
     say(
         f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
-        f"{dict(mesh.shape)} ({sharding.rules_text(rules)}); "
-        f"{config.data.batch_size} rows per step; {num_steps} steps",
+        f"{dict(mesh.shape)}"
+        + (f" ({sharding.rules_text(rules)})" if rules != sharding.LOGICAL_RULES else "")
+        + "; "
+        f"{config.data.batch_size} rows per step; "
+        + (f"{num_steps} steps" if num_steps < math.inf else "no step count")
+        + (f"; at most {budget.minutes:g} minutes" if budget.minutes else ""),
         is_main,
     )
+    if num_steps == math.inf:
+        progress.last_step = first_step  # estimated from the step time at each log
+    logs_so_far = 0
     last_metrics: dict[str, Any] = {}
     pending: list[tuple[int, dict[str, jax.Array]]] = []
     step = first_step
@@ -274,8 +234,14 @@ def _train(
             # Read the signal flag once: a signal arriving later in this iteration must not
             # skip the checkpoint that the stop below reports as saved.
             stopping = stop.received
+            out_of_time = step < num_steps and budget.spent(
+                at_log_step=step % config.train.log_every == 0
+            )
             checkpoint_due = (
-                step % config.train.checkpoint_every == 0 or step == num_steps or stopping
+                step % config.train.checkpoint_every == 0
+                or step == num_steps
+                or stopping
+                or out_of_time
             )
             if step % config.train.log_every == 0 or checkpoint_due:
                 jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
@@ -291,6 +257,12 @@ def _train(
                 )
                 last_metrics["skipped_steps"] = skipped_total
                 writer.write(step, last_metrics)
+                if num_steps == math.inf:  # a run bounded by time: the steps that fit
+                    seconds_per_step = 1 / last_metrics["steps_per_sec"]
+                    progress.last_step = budget.last_step(step, seconds_per_step)
+                    if logs_so_far == 1:  # the second window: no compilation in it
+                        say(f"about {progress.last_step} steps fit in the time left", is_main)
+                logs_so_far += 1
                 progress.log(step, last_metrics)
                 pending, window_start, window_steps = [], time.time(), 0
             if checkpoint_due:
@@ -303,7 +275,7 @@ def _train(
                 )
                 break
             if config.train.eval_every and (
-                step % config.train.eval_every == 0 or step == num_steps
+                step % config.train.eval_every == 0 or step == num_steps or out_of_time
             ):
                 record = evaluate(task, eval_step, replicated, state.params, step)
                 if record:
@@ -316,6 +288,15 @@ def _train(
                         is_main,
                     )
                 window_start = time.time()  # evaluation time is not training throughput
+            if out_of_time:
+                checkpoints.wait()
+                say(
+                    f"stopped after step {step}: train.max_minutes={budget.minutes:g} spent "
+                    f"({budget.minutes_used():.1f} minutes since the program started); "
+                    f"saved checkpoint {step}; rerun the command to go on",
+                    is_main,
+                )
+                break
     checkpoints.wait()
     checkpointer.close()
     writer.close()

@@ -1,0 +1,97 @@
+"""The settings of a run checked before anything is written, and its length in steps.
+
+check_run_settings  batch, logging, checkpoint, length and guard settings -> UserError
+run_length          train.num_steps, or train.num_epochs counted from the task's data,
+                    or no count (math.inf) when train.max_minutes alone bounds the run
+"""
+
+import math
+
+import jax
+import ml_collections
+
+from jaxtrans.errors import UserError
+from jaxtrans.training.metrics import say
+from jaxtrans.training.task import TrainingTask
+
+
+def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
+    """Settings that need neither data nor model, checked before anything is written."""
+    for key in ("data.batch_size", "train.log_every", "train.checkpoint_every"):
+        section, name = key.split(".")
+        value = config[section][name]
+        if not isinstance(value, int) or value < 1:
+            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1")
+    keep = config.train.keep_checkpoints
+    if keep is not None and (not isinstance(keep, int) or keep < 1):
+        raise UserError(f"--config.train.keep_checkpoints={keep!r}: use a whole number >= 1")
+    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
+    if config.data.batch_size % data_parallel:
+        raise UserError(
+            f"--config.data.batch_size={config.data.batch_size} is not divisible by the "
+            f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
+        )
+    accum = int(config.train.grad_accum_steps)
+    local_rows = config.data.batch_size // jax.process_count()
+    if accum < 1 or local_rows % accum:
+        raise UserError(
+            f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
+            f"of {local_rows} rows"
+        )
+    steps, epochs = config.train.num_steps, config.train.get("num_epochs", 0)
+    for key, value in (("num_steps", steps), ("num_epochs", epochs)):
+        if not isinstance(value, int) or value < 0:
+            raise UserError(f"--config.train.{key}={value!r}: use a whole number >= 0")
+    # Both 0 is a run of no steps (it sets up the workdir: tokenizer, config, and stops),
+    # or, with train.max_minutes, a run until the time is spent.
+    if steps > 0 and epochs > 0:
+        raise UserError(
+            f"--config.train.num_steps={steps} and --config.train.num_epochs={epochs}: set "
+            "one of them, the other to 0"
+        )
+    check_max_minutes(config)
+    if config.train.on_nonfinite not in ("stop", "skip"):
+        raise UserError(
+            f"--config.train.on_nonfinite={config.train.on_nonfinite!r}: use stop or skip"
+        )
+
+
+def check_max_minutes(config: ml_collections.ConfigDict) -> None:
+    """train.max_minutes: a number >= 0; a run it alone bounds has no step count, which a
+    schedule decaying to 0 at the last step needs (estimating the count from the step time
+    would change the compiled schedule mid-run, so that is refused)."""
+    minutes = config.train.get("max_minutes", 0)
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes >= 0:
+        raise UserError(
+            f"--config.train.max_minutes={minutes!r}: use a number of minutes >= 0 (0 = no limit)"
+        )
+    time_only = minutes and not config.train.num_steps and not config.train.get("num_epochs", 0)
+    if time_only and config.optimizer.schedule == "linear":
+        raise UserError(
+            f"--config.train.max_minutes={minutes:g} with num_steps=0 and num_epochs=0 leaves "
+            "the linear schedule no last step to decay to; set train.num_steps or "
+            "train.num_epochs too, or use --config.optimizer.schedule=noam or constant"
+        )
+
+
+def run_length(config: ml_collections.ConfigDict, task: TrainingTask, is_main: bool) -> int | float:
+    """The run's number of steps: train.num_steps, or train.num_epochs times the task's
+    count of the steps of one epoch (said on the console); math.inf for a run that only
+    train.max_minutes bounds."""
+    epochs = int(config.train.get("num_epochs", 0))
+    if not epochs:
+        if not config.train.num_steps and config.train.get("max_minutes", 0):
+            return math.inf
+        return int(config.train.num_steps)
+    counted = task.steps_per_epoch(config.seed, jax.process_count())
+    if counted is None:
+        raise UserError(
+            f"--config.train.num_epochs is for translation runs; this {config.get('task')} run "
+            "counts --config.train.num_steps (set it, and num_epochs=0)"
+        )
+    per_epoch, how = counted
+    say(
+        f"one epoch = {per_epoch} steps ({how}); {epochs} epochs = {epochs * per_epoch} steps",
+        is_main,
+    )
+    return epochs * per_epoch

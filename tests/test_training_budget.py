@@ -1,0 +1,98 @@
+"""train.max_minutes: a run stops itself when its wall-clock budget is spent."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import TINY_TRANSLATION, tiny_translation_config
+
+from jaxtrans.errors import UserError
+from jaxtrans.tasks import load_task
+from jaxtrans.training import loop
+from jaxtrans.training.budget import TimeBudget, process_start_time
+from jaxtrans.training.run_settings import check_run_settings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMPORTED_AT = time.time()
+
+
+class _OneDevice:
+    shape = {"data": 1, "fsdp": 1, "tensor": 1}
+
+
+def checkpoint_steps(workdir) -> list[int]:
+    return sorted(int(s) for s in os.listdir(os.path.join(workdir, "checkpoints")) if s.isdigit())
+
+
+def records(workdir) -> list[dict]:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_the_budget_counts_from_the_start_of_the_process():
+    started = process_start_time()
+    assert started <= IMPORTED_AT  # before this module was imported: the imports count
+    assert time.time() - started < 24 * 3600
+    assert not TimeBudget(0).spent(at_log_step=True)  # 0: no limit
+    assert TimeBudget(1, started=time.time() - 61).spent(at_log_step=False)
+    assert not TimeBudget(1, started=time.time()).spent(at_log_step=False)
+
+
+@pytest.mark.parametrize("minutes", [-1.0, float("nan")])
+def test_a_budget_that_is_no_number_of_minutes_is_refused(minutes):
+    config = tiny_translation_config(10, **{"train.max_minutes": minutes})
+    with pytest.raises(UserError, match="max_minutes.*use a number of minutes >= 0"):
+        check_run_settings(config, mesh=_OneDevice())
+
+
+def test_a_linear_schedule_without_a_step_count_is_refused():
+    config = tiny_translation_config(0, **{"train.max_minutes": 5.0})
+    config.optimizer.schedule = "linear"
+    with pytest.raises(UserError, match="no last step to decay to.*num_steps") as raised:
+        check_run_settings(config, mesh=_OneDevice())
+    assert "\n" not in str(raised.value)
+    config.train.num_steps = 100  # a step count: the budget is only a cap
+    check_run_settings(config, mesh=_OneDevice())
+
+
+def test_a_budget_spent_before_training_stops_after_one_step_with_checkpoint_and_eval(tmp_path):
+    """In process, with the program's start given: an hour ago, for a one-minute budget."""
+    config = tiny_translation_config(
+        50,
+        **{"train.max_minutes": 1.0, "train.compilation_cache_dir": "",
+           "train.eval_every": 1000, "eval.beam_size": 1, "eval.dev_sentences": 4},
+    )  # fmt: skip
+    loop.train_and_evaluate(config, str(tmp_path), load_task, started=time.time() - 3600)
+
+    assert checkpoint_steps(tmp_path) == [1]
+    dev = [r for r in records(tmp_path) if r.get("split") == "dev"]
+    assert [r["step"] for r in dev] == [1] and "bleu" in dev[0]
+
+
+def test_train_py_with_only_a_time_budget_trains_until_it_is_spent_then_says_so(tmp_path):
+    flags = {**TINY_TRANSLATION, "train.num_steps": 0, "train.max_minutes": 0.5,
+             "train.checkpoint_every": 10_000, "train.compilation_cache_dir": "",
+             "train.eval_every": 10_000, "eval.beam_size": 1, "eval.dev_sentences": 4}  # fmt: skip
+    start = time.time()
+    result = subprocess.run(
+        [sys.executable, "train.py", "--config", "configs/demo.py",
+         "--workdir", str(tmp_path), *(f"--config.{k}={v}" for k, v in flags.items())],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    seconds = time.time() - start
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no step count; at most 0.5 minutes" in result.stdout
+    stops = [line for line in result.stdout.splitlines() if line.startswith("stopped after")]
+    assert len(stops) == 1, result.stdout
+    step = int(re.match(r"stopped after step (\d+): train.max_minutes=0.5 spent", stops[0])[1])
+    assert checkpoint_steps(tmp_path) == [step]
+    assert [r["step"] for r in records(tmp_path) if r.get("split") == "dev"] == [step]
+    # Stopped at the budget (plus a step, the checkpoint and the evaluation), not later.
+    assert 30 <= seconds < 30 + 60, seconds
+    if step >= 2:  # a second log, after the compilation: the steps that fit are said
+        assert re.search(r"about \d+ steps fit in the time left", result.stdout)
