@@ -1,5 +1,6 @@
-"""``python -m jaxtrans.export``: a trained BERT workdir -> a Hugging Face model directory
-(jaxtrans.tasks.bert_export says what is written)."""
+"""``python -m jaxtrans.export``: a trained workdir -> a Hugging Face model directory:
+Marian for translation runs (jaxtrans.tasks.translation_export), BERT for BERT runs
+(jaxtrans.tasks.bert_export)."""
 
 import sys
 
@@ -11,14 +12,16 @@ USAGE = """usage: python -m jaxtrans.export --workdir DIR --output HF_DIR
                    [--checkpoint latest|STEP|avg:K]
 
 Writes HF_DIR (a new or empty directory; nothing is overwritten): config.json,
-model.safetensors and the tokenizer files of the BERT run in DIR, which
-transformers' from_pretrained (and evaluate.py --init_from HF_DIR) load. Settings
-Hugging Face BERT cannot express (Pre-LN, RoPE or sinusoidal positions) are refused."""
+model.safetensors and the tokenizer files of the run in DIR, which transformers'
+from_pretrained (and evaluate.py --init_from HF_DIR) load: a MarianMTModel with
+MarianTokenizer files for a translation run, a BERT model with its head and tokenizer
+for a BERT run. Settings the format cannot express (translation: Pre-LN, RoPE or
+learned positions; BERT: Pre-LN, RoPE or sinusoidal positions) are refused."""
 
 
 def _define(values: flags.FlagValues) -> None:
     flags.DEFINE_string(
-        "workdir", None, "BERT run directory written by train.py.", flag_values=values
+        "workdir", None, "Run directory written by train.py.", flag_values=values
     )
     flags.DEFINE_string(
         "output", None, "The Hugging Face directory to write (new or empty).", flag_values=values
@@ -35,12 +38,12 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     values = parse_flags(argv, _define, USAGE)
     if not values.workdir:
-        fail("--workdir is required: the BERT run to export, e.g. --workdir runs/sst2")
+        fail("--workdir is required: the run to export, e.g. --workdir runs/demo")
     if not values.output:
-        fail("--output is required: the new Hugging Face directory, e.g. --output exported/sst2")
+        fail("--output is required: the new Hugging Face directory, e.g. --output exported/demo")
 
     def export() -> None:
-        from jaxtrans.tasks.bert_export import export_workdir  # imports JAX; after flag checks
+        from jaxtrans.tasks import export_workdir  # imports JAX; after flag checks
 
         export_workdir(values.workdir, values.output, values.checkpoint)
 

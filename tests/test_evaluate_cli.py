@@ -16,7 +16,7 @@ from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import restore_task
-from jaxtrans.tasks.translation import decoding_name
+from jaxtrans.tasks.decoding_settings import decoding_name
 
 STEPS = (100, 200)
 
@@ -180,19 +180,22 @@ def test_restored_parameters_are_those_saved(saved_run):
 
 
 def test_report_names_tell_every_decoding_that_changes_the_output_apart():
-    run = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50}
+    run = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50,
+           "penalty_form": "gnmt"}  # fmt: skip
     names = {
         decoding_name({**run, **changed}, run): changed
         for changed in (
             {}, {"beam_size": 1}, {"beam_size": 2}, {"alpha": 1.0}, {"alpha": 0.65},
             {"max_extra_length": 10}, {"beam_size": 1, "max_extra_length": 10},
-            {"alpha": 1.0, "max_extra_length": 10},
+            {"alpha": 1.0, "max_extra_length": 10}, {"penalty_form": "hf"},
+            {"alpha": 1.0, "penalty_form": "hf"},
         )
     }  # fmt: skip
     assert list(names) == [
         "beam4", "greedy", "beam2", "beam4-alpha1.0", "beam4-alpha0.65", "beam4-maxextra10",
-        "greedy-maxextra10", "beam4-alpha1.0-maxextra10",
+        "greedy-maxextra10", "beam4-alpha1.0-maxextra10", "beam4-hf", "beam4-alpha1.0-hf",
     ]  # fmt: skip
     # Greedy search has no length penalty, and batch_size changes no output.
     assert decoding_name({**run, "beam_size": 1, "alpha": 1.0}, run) == "greedy"
+    assert decoding_name({**run, "beam_size": 1, "penalty_form": "hf"}, run) == "greedy"
     assert decoding_name({**run, "batch_size": 8}, run) == "beam4"

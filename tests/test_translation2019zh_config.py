@@ -9,7 +9,7 @@ import pytest
 
 from jaxtrans.data import load_split, training_pairs
 from jaxtrans.inference.bleu import bleu_tokenizer
-from jaxtrans.tasks.translation import target_language
+from jaxtrans.tasks.decoding_settings import target_language
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = [

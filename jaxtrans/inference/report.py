@@ -5,7 +5,7 @@ pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{stem}.json
                                                    OUTDIR/{stem}.md
 
 The stem is the caller's (evaluate.py: ``{split}-step{N}[-avgK]-{greedy|beamK...}``, see
-jaxtrans.tasks.translation.decoding_name), ``{split}-step{N}`` by default.
+jaxtrans.tasks.decoding_settings.decoding_name), ``{split}-step{N}`` by default.
 """
 
 import json
@@ -62,7 +62,8 @@ def _markdown(report: dict, examples: str) -> str:
             "|---|---|",
             f"| checkpoint | {report['checkpoint']} |",
             f"| sentences | {_sentence_counts(report)} |",
-            f"| beam size, alpha | {report['beam_size']}, {report['alpha']} |",
+            f"| beam size, alpha | {report['beam_size']}, {report['alpha']} "
+            f"({report['penalty_form']} length penalty) |",
             f"| decoding | {report['decode_seconds']:.1f} s, "
             f"{report['sentences_per_sec']:.1f} sentences/s |",
             f"| BLEU | `{report['bleu_details']}` |",
@@ -87,6 +88,7 @@ def translate_and_score(
     alpha: float = 0.6,
     batch_size: int = 64,
     max_extra_length: int = 50,
+    penalty_form: str = "gnmt",
     target_lang: str | None = None,
 ) -> tuple[list[str], CorpusScores, float]:
     """Translate the sources of (source, reference) pairs and score them.
@@ -105,6 +107,7 @@ def translate_and_score(
         beam_size=beam_size,
         alpha=alpha,
         max_extra_length=max_extra_length,
+        penalty_form=penalty_form,
     )
     seconds = time.perf_counter() - start
     scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
@@ -125,6 +128,7 @@ def evaluate_translations(
     alpha: float = 0.6,
     batch_size: int = 64,
     max_extra_length: int = 50,
+    penalty_form: str = "gnmt",
     target_lang: str | None = None,
     num_examples: int = 3,
     stem: str | None = None,
@@ -138,7 +142,7 @@ def evaluate_translations(
     (``skip_malformed``) and so are not among ``pairs``. Returns the report written to the
     .json; its keys include step, split, checkpoint, bleu, chrf, signature (BLEU's
     sacreBLEU signature), num_sentences (the pairs scored), lines_read (num_sentences +
-    lines_skipped), lines_skipped, beam_size, alpha, decode_seconds (wall time of
+    lines_skipped), lines_skipped, beam_size, alpha, penalty_form, decode_seconds (wall time of
     translation, compilation included) and sentences_per_sec. The .md and the console
     say the lines read and skipped when any were skipped.
     """
@@ -151,6 +155,7 @@ def evaluate_translations(
         alpha=alpha,
         batch_size=batch_size,
         max_extra_length=max_extra_length,
+        penalty_form=penalty_form,
         target_lang=target_lang,
     )
     path = os.path.join(outdir, stem or f"{split}-step{step}")
@@ -168,6 +173,7 @@ def evaluate_translations(
         "lines_skipped": int(lines_skipped),
         "beam_size": beam_size,
         "alpha": alpha,
+        "penalty_form": penalty_form,
         "batch_size": batch_size,
         "max_extra_length": max_extra_length,
         "decode_seconds": seconds,

@@ -27,7 +27,7 @@ from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
-                   [--batch_size N] [--max_extra_length N]
+                   [--batch_size N] [--max_extra_length N] [--penalty_form gnmt|hf]
                    [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
        python evaluate.py --init_from HF_DIR --task NAME [--config FILE [--config.KEY=VALUE]]
                    [--input FILE|- [--output FILE]] [--outdir OUT [--split test|dev]]
@@ -65,7 +65,7 @@ lines; with --config (e.g. configs/marian_finetune.py --config.data.test=FILE) a
 --outdir it scores a split with BLEU/chrF like a trained run (docs/pretrained.md)."""
 
 # Task settings passed on to the task (None where not given).
-OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length")
+OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length", "penalty_form")
 
 
 def read_lines(input_path: str) -> list[str]:
@@ -156,6 +156,14 @@ def _define(values: flags.FlagValues) -> None:
         flags.DEFINE_integer(name, None, help_ + " Default: the run config.", flag_values=values)
     flags.DEFINE_float(
         "alpha", None, "Length penalty exponent. Default: the run config.", flag_values=values
+    )
+    flags.DEFINE_enum(
+        "penalty_form",
+        None,
+        ["gnmt", "hf"],
+        "Beam search's length penalty: gnmt ((5 + len) / 6) ** alpha or hf len ** alpha "
+        "(transformers' length_penalty). Default: the run config.",
+        flag_values=values,
     )
 
 

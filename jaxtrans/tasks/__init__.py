@@ -15,15 +15,18 @@ Adding a task is one new module here plus one config: docs/architecture.md says 
     evaluate_workdir(workdir, split=...)       what evaluate.py runs without --input
     restore_task(workdir)                      the task of a trained run, to ask directly
     pretrained_task(name, path)                a task on a Hugging Face directory, untrained
+    export_workdir(workdir, output)            what python -m jaxtrans.export runs
 """
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 import ml_collections
 
 from jaxtrans.errors import UserError
 from jaxtrans.tasks.base import Restored, Task
+from jaxtrans.tasks.export_directory import check_output
 from jaxtrans.training import loop
 from jaxtrans.workdir import huggingface_model_type, load_run_config
 
@@ -112,11 +115,32 @@ def evaluate_workdir(
     )
 
 
+def export_workdir(workdir: str, output: str, checkpoint: str = "latest") -> Path:
+    """Write the model and tokenizer of ``workdir``'s ``checkpoint`` (latest, a step or
+    avg:K) into the new directory ``output``, in the format of its task (translation:
+    Hugging Face Marian; BERT: Hugging Face BERT); returns its path. UserError, with
+    nothing written, for an ``output`` that holds anything, a task that does not export or
+    a model setting the format cannot express."""
+    target = Path(output).expanduser()
+    check_output(target)
+    task = restore_task(workdir)
+    if not task.export_format:
+        able = [n for n in TASKS if task_class(n).export_format]
+        raise UserError(
+            f"--workdir {workdir} is a {task.name} run, which does not export; "
+            f"{', '.join(able)} runs do"
+        )
+    written = task.export(target, checkpoint)
+    print(f"wrote {target} ({task.export_format}: {written})")
+    return target
+
+
 __all__ = [
     "TASKS",
     "Restored",
     "Task",
     "evaluate_workdir",
+    "export_workdir",
     "load_task",
     "pretrained_task",
     "restore_task",

@@ -12,6 +12,7 @@ import abc
 import dataclasses
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -56,6 +57,8 @@ class Task(TrainingTask):
     # Whether ``predict`` (evaluate.py --input) and ``plot_attention`` are implemented.
     predicts: bool = False
     plots_attention: bool = False
+    # What ``export`` writes (python -m jaxtrans.export), e.g. "Hugging Face Marian"; "": none.
+    export_format: str = ""
 
     # The flax module built from the model config.
     model_class: type[nn.Module]
@@ -121,6 +124,12 @@ class Task(TrainingTask):
     ) -> str:
         """Draw the attention of one input to ``output_png``; returns the model's output."""
         raise NotImplementedError(f"the {self.name} task does not plot attention")
+
+    def export(self, output: Path, checkpoint: str = "latest") -> str:
+        """Write a trained run's model and tokenizer as ``export_format`` into ``output``
+        (a new or empty directory, written whole or not at all); returns what was written,
+        in words."""
+        raise NotImplementedError(f"the {self.name} task does not export")
 
     def outdir(self, outdir: str | None) -> str:
         """Where reports go: ``outdir``, else WORKDIR/eval."""

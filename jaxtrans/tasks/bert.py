@@ -156,6 +156,7 @@ class BertTask(Task):
     # The Hugging Face directory of a task made by ``from_pretrained``.
     pretrained_path: str | None = None
     plots_attention = True
+    export_format = "Hugging Face BERT"
 
     @classmethod
     def from_pretrained(
@@ -244,6 +245,13 @@ class BertTask(Task):
         )
         task.workdir = workdir
         return task
+
+    def export(self, output: Path, checkpoint: str = "latest") -> str:
+        """config.json, model.safetensors and tokenizer files that transformers loads
+        (jaxtrans.tasks.bert_export)."""
+        from jaxtrans.tasks.bert_export import export_bert
+
+        return export_bert(self, output, checkpoint)
 
     def plot_attention(self, sentence, output_png, *, checkpoint="latest", options=None) -> str:
         """Self-attention of ``[CLS] sentence [SEP]`` (``text<TAB>text_b``: a pair) per

@@ -1,6 +1,6 @@
 """A trained BERT workdir -> a Hugging Face model directory (``python -m jaxtrans.export``).
 
-    export_workdir("runs/sst2", "exported/sst2", checkpoint="latest")
+    tasks.export_workdir("runs/sst2", "exported/sst2", checkpoint="latest")  # -> export_bert
 
 writes, all at once or not at all (a scratch directory renamed into place),
 
@@ -19,37 +19,24 @@ classification: classifier on every token; question answering: qa_outputs).
 """
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import jax
 from safetensors.numpy import save_file
 
-from jaxtrans import tasks
 from jaxtrans.data.huggingface_tokenizer import write_huggingface_tokenizer
-from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertConfig
 from jaxtrans.models.huggingface_export import huggingface_config, to_state_dict
 from jaxtrans.tasks import bert_init
-from jaxtrans.workdir import new_directory
+from jaxtrans.tasks.base import Task
+from jaxtrans.tasks.export_directory import written_whole
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
 
-def check_output(output: Path) -> None:
-    """UserError unless ``output`` is a new (or empty) directory: nothing is overwritten."""
-    if output.exists() and not output.is_dir():
-        raise UserError(f"--output {output} is a file; give a new directory")
-    if output.is_dir() and any(output.iterdir()):
-        raise UserError(
-            f"--output {output} exists and is not empty; give a new directory (nothing is "
-            "overwritten)"
-        )
-
-
-def run_labels(task: tasks.Task, params: dict[str, Any]) -> list[str] | None:
+def run_labels(task: Task, params: dict[str, Any]) -> list[str] | None:
     """The label names of a classifier head (``data.labels`` of the run, comma-joined), or
     None when the model has no classifier or the run names no labels of the right number."""
     if "classifier" not in params:
@@ -84,19 +71,12 @@ def export_notes(cfg: BertConfig) -> list[str]:
     return []
 
 
-def export_workdir(workdir: str, output: str, checkpoint: str = "latest") -> Path:
-    """Write the Hugging Face directory ``output`` of ``workdir``'s ``checkpoint``
-    (``latest``, a step, or ``avg:K``); returns its path. UserError (nothing written) for
-    a workdir that is not a BERT run, a model setting Hugging Face BERT cannot express,
-    or an ``output`` that exists and is not empty."""
-    target = Path(output).expanduser()
-    check_output(target)
-    task = tasks.restore_task(workdir)
-    architectures = getattr(task, "huggingface_architectures", ())
-    if not architectures:
-        raise UserError(
-            f"--workdir {workdir} is a {task.name} workdir; only BERT runs export to Hugging Face"
-        )
+def export_bert(task: Task, target: Path, checkpoint: str = "latest") -> str:
+    """Write the Hugging Face directory ``target`` (new or empty, checked by the caller) of
+    a BERT task's ``checkpoint`` (``latest``, a step, or ``avg:K``); returns what was
+    written, in words. UserError (nothing written) for a model setting Hugging Face BERT
+    cannot express."""
+    architectures = task.huggingface_architectures
     cfg = task.model_config
     abstract = jax.eval_shape(lambda: task.init_params(jax.random.key(0)))
     labels = run_labels(task, abstract)
@@ -104,18 +84,11 @@ def export_workdir(workdir: str, output: str, checkpoint: str = "latest") -> Pat
     restored = task.restore_params(checkpoint)
     params = jax.tree.map(lambda x: jax.device_get(x), restored.params)
     notes = export_notes(cfg)
-
-    def complete(path: str) -> bool:
-        return False  # someone else's directory appeared meanwhile: never take it as ours
-
-    # An empty directory at ``target`` is replaced by the rename (rename(2) allows that).
-    parent, name = os.path.split(os.path.abspath(target))
-    with new_directory(parent, name, complete) as scratch:
-        write_model_files(Path(scratch), params, cfg, architectures[0], labels)
+    with written_whole(target) as scratch:
+        write_model_files(scratch, params, cfg, architectures[0], labels)
         notes += write_huggingface_tokenizer(
-            bert_init.tokenizer_dir(workdir), Path(scratch), cfg.max_len
+            bert_init.tokenizer_dir(task.workdir), scratch, cfg.max_len
         )
     for note in notes:
         print(note)
-    print(f"wrote {target} ({architectures[0]}, {restored.description} of {workdir})")
-    return target
+    return f"{architectures[0]}, {restored.description} of {task.workdir}"

@@ -30,10 +30,13 @@ from jaxtrans.models.flops import train_step_flops
 from jaxtrans.models.huggingface import graft_params
 from jaxtrans.tasks import translation_init
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
+from jaxtrans.tasks.decoding_settings import (
+    DEFAULT_DECODING,
+    decoding_name,
+    decoding_settings,
+    target_language,
+)
 from jaxtrans.training.loss import label_smoothed_cross_entropy
-
-# Decoding settings used when neither evaluate.py's flags nor the run config give one.
-DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50}
 
 
 def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collections.ConfigDict:
@@ -50,38 +53,6 @@ def model_config_of(run_config: ml_collections.ConfigDict, where: str = "config.
         return TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:
         raise UserError(f"{where}: {error}") from error
-
-
-def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
-    """beam_size, alpha, batch_size, max_extra_length: the given value (not None), else the
-    run config's eval section, else DEFAULT_DECODING."""
-    eval_config = run_config.get("eval") or {}
-    settings = {}
-    for name, default in DEFAULT_DECODING.items():
-        value = given.get(name)
-        settings[name] = value if value is not None else eval_config.get(name, default)
-    return settings
-
-
-def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str:
-    """The decoding part of a report's file name: ``greedy`` or ``beam{K}``, then
-    ``-alpha{A}`` (beam search only: greedy search has no length penalty) and
-    ``-maxextra{N}`` where they differ from the run config's eval section (``run_defaults``,
-    from ``decoding_settings(run_config)``). batch_size changes no output and is not named."""
-    beam_size = int(settings["beam_size"])
-    name = "greedy" if beam_size == 1 else f"beam{beam_size}"
-    if beam_size > 1 and float(settings["alpha"]) != float(run_defaults["alpha"]):
-        name += f"-alpha{float(settings['alpha'])!r}"
-    if int(settings["max_extra_length"]) != int(run_defaults["max_extra_length"]):
-        name += f"-maxextra{int(settings['max_extra_length'])}"
-    return name
-
-
-def target_language(data_config: ml_collections.ConfigDict) -> str | None:
-    """The language of the targets after ``data.reverse`` (it picks BLEU's tokenizer: zh
-    for Chinese); None when unset, and BLEU looks at the references instead."""
-    lang = data_config.get("source_lang" if data_config.get("reverse") else "target_lang")
-    return lang or None
 
 
 def read_dev_split(data_config: ml_collections.ConfigDict) -> SplitPairs | None:
@@ -103,6 +74,7 @@ class TranslationTask(Task):
     splits = ("test", "dev")
     predicts = True
     plots_attention = True
+    export_format = "Hugging Face Marian"
     headline = ("nll", "accuracy")
     shape_fields = (
         "vocab_size",
@@ -170,7 +142,8 @@ class TranslationTask(Task):
         run_config = ml_collections.ConfigDict({"task": cls.name, "init_from": path})
         run_config.data = data.get_data_config().to_dict()
         run_config.data.max_source_length = run_config.data.max_target_length = 512
-        run_config.eval = dict(DEFAULT_DECODING)
+        # Decoded as transformers' generate() does by default: scores / length ** 1.0.
+        run_config.eval = {**DEFAULT_DECODING, "alpha": 1.0, "penalty_form": "hf"}
         if config is not None:
             for section in ("data", "eval"):
                 if not isinstance(config.get(section), ml_collections.ConfigDict):
@@ -367,6 +340,13 @@ class TranslationTask(Task):
             list(lines),
             **decoding_settings(self.run_config, **(options or {})),
         )
+
+    def export(self, output, checkpoint="latest") -> str:
+        """A MarianMTModel directory with MarianTokenizer files
+        (jaxtrans.tasks.translation_export)."""
+        from jaxtrans.tasks.translation_export import export_translation
+
+        return export_translation(self, output, checkpoint)
 
     def plot_attention(self, sentence, output_png, *, checkpoint="latest", options=None) -> str:
         """Attention heatmaps of one sentence per layer and head: cross-attention to

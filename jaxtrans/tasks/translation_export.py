@@ -1,0 +1,98 @@
+"""A trained translation workdir -> a Hugging Face Marian directory (``python -m
+jaxtrans.export``), which ``MarianMTModel.from_pretrained`` and
+``MarianTokenizer.from_pretrained`` load, and so the tools built on them (pipelines,
+CTranslate2's Marian converter) and evaluate.py --init_from.
+
+    config.json              MarianMTModel's config (jaxtrans.models.marian_export)
+    generation_config.json   beam size and length penalty of the run's eval section, the
+                             padding start token never generated
+    model.safetensors        the checkpoint's parameters under Marian's names, float32
+    source.spm, target.spm,  the run's SentencePiece model(s) and vocabularies in Marian's
+    vocab.json, ...          order (jaxtrans.data.marian_export); a run that started from a
+                             Marian directory gets that directory's files back
+
+The vocabulary the tokenizer files define and the rows the weights take are computed
+separately (data/marian_export.py and models/marian_export.py); they are checked to
+agree before anything is written.
+"""
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+from safetensors.numpy import save_file
+
+from jaxtrans.data.marian_export import huggingface_rows, write_marian_tokenizer
+from jaxtrans.data.tokenizer import tokenizer_dir
+from jaxtrans.errors import UserError
+from jaxtrans.models.marian_export import check_exportable, marian_rows, to_huggingface
+from jaxtrans.tasks.base import Task
+from jaxtrans.tasks.export_directory import written_whole
+
+CONFIG_FILE = "config.json"
+GENERATION_FILE = "generation_config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def languages(task: Task) -> tuple[str, str]:
+    """(source, target) language names of the run, after data.reverse ("" when unnamed)."""
+    data = task.run_config.data
+    source, target = data.get("source_lang", ""), data.get("target_lang", "")
+    return (target, source) if data.get("reverse") else (source, target)
+
+
+def generation_config(task: Task, hf_config: dict) -> dict:
+    """How generate() decodes by default: the run's beam size; Hugging Face's length
+    penalty is len ** alpha, the run's alpha when its eval section uses that form."""
+    evaluation = task.run_config.get("eval") or {}
+    size = hf_config["vocab_size"]
+    settings = {
+        "decoder_start_token_id": size - 1,
+        "eos_token_id": 0,
+        "pad_token_id": size - 1,
+        "bad_words_ids": [[size - 1]],
+        "forced_eos_token_id": None,
+        "max_length": hf_config["max_position_embeddings"],
+        "num_beams": int(evaluation.get("beam_size", 4)),
+    }
+    if evaluation.get("length_penalty") == "hf":
+        settings["length_penalty"] = float(evaluation.get("alpha", 1.0))
+    return settings
+
+
+def check_rows(task: Task, tokenizer) -> None:
+    """The rows the weights are written in must be the ids the tokenizer files give."""
+    expected = marian_rows(task.model_config.vocab_size)
+    for side in ("source", "target"):
+        rows = huggingface_rows(getattr(tokenizer, f"{side}_vocabulary"))
+        if not np.array_equal(rows, expected):
+            raise UserError(
+                f"the run's {side} vocabulary is not laid out as Marian's (</s> 0, <pad> "
+                "last); it cannot be exported"
+            )
+
+
+def export_translation(task: Task, target: Path, checkpoint: str = "latest") -> str:
+    """Write the Marian directory ``target`` (new or empty, checked by the caller) of a
+    translation task's ``checkpoint`` (latest, a step, or avg:K); returns what was
+    written, in words. UserError (nothing written) for a setting Marian cannot express."""
+    check_exportable(task.model_config)  # before reading the checkpoint
+    restored = task.restore_params(checkpoint)
+    params = jax.tree.map(jax.device_get, restored.params)
+    hf_config, state = to_huggingface(task.model_config, params)
+    source_lang, target_lang = languages(task)
+    with written_whole(target) as scratch:
+        tokenizer = write_marian_tokenizer(
+            tokenizer_dir(task.workdir), str(scratch), source_lang, target_lang
+        )
+        check_rows(task, tokenizer)
+        for name, contents in (
+            (CONFIG_FILE, hf_config),
+            (GENERATION_FILE, generation_config(task, hf_config)),
+        ):
+            (scratch / name).write_text(
+                json.dumps(contents, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
+        save_file(state, str(scratch / WEIGHTS_FILE), metadata={"format": "pt"})
+    return f"MarianMTModel, {restored.description} of {task.workdir}"
