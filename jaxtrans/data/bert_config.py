@@ -45,6 +45,9 @@ def get_bert_data_config() -> ml_collections.ConfigDict:
     data.random_next_prob = 0.5
     # GLOBAL number of examples per training step, split evenly across processes.
     data.batch_size = 32
+    # Translation's data.tokens_per_batch, refused here: a BERT step is data.batch_size
+    # examples (its rows are not packed to a length); keep 0.
+    data.tokens_per_batch = 0
     # Seed of chunking, pairing and masking; the training loop may override it.
     data.seed = 0
     # Threads that make examples in parallel.

@@ -41,8 +41,14 @@ def get_data_config() -> ml_collections.ConfigDict:
     data.max_target_length = 32
     # Cut over-long training pairs to the maximum lengths instead of dropping them.
     data.truncate = False
-    # GLOBAL number of rows per training step, split evenly across processes.
+    # GLOBAL number of rows per training step, split evenly across processes (0: from
+    # data.tokens_per_batch).
     data.batch_size = 64
+    # About this many target tokens a step, instead of data.batch_size (set that to 0), as
+    # fairseq's --max-tokens: ceil(N / max_target_length) packed rows, rounded up to a
+    # multiple of the data-parallel devices (said at start; a run resumed on another mesh
+    # may get another count); needs data.pack. 0 = use data.batch_size.
+    data.tokens_per_batch = 0
     # Pack several pairs into one row (segment ids + positions) instead of one pair a row.
     data.pack = True
     # Open rows the first-fit packer fills at once, in local batches (more: less padding).

@@ -31,7 +31,7 @@ from jaxtrans.training.guards import (
 )
 from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.run_settings import check_run_settings, run_length
+from jaxtrans.training.run_settings import batch_rows, check_run_settings, run_length
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step import make_eval_step, make_nonfinite_diagnosis, make_train_step
 from jaxtrans.training.task import TrainingTask
@@ -111,6 +111,7 @@ def _train(
 ) -> dict[str, Any]:
     mesh = sharding.make_mesh(config.mesh)
     rules = sharding.logical_rules(config.mesh.get("rules", ""))
+    config = batch_rows(config, mesh, is_main)
     check_run_settings(config, mesh)
 
     # What is trained: tokenizer, model, batches, loss.

@@ -1,10 +1,12 @@
 """The settings of a run checked before anything is written, and its length in steps.
 
+batch_rows          data.batch_size from data.tokens_per_batch, where that is set
 check_run_settings  batch, logging, checkpoint, length and guard settings -> UserError
 run_length          train.num_steps, or train.num_epochs counted from the task's data,
                     or no count (math.inf) when train.max_minutes alone bounds the run
 """
 
+import copy
 import math
 
 import jax
@@ -15,13 +17,66 @@ from jaxtrans.training.metrics import say
 from jaxtrans.training.task import TrainingTask
 
 
+def rows_for_tokens(tokens_per_batch: int, max_target_length: int, multiple: int = 1) -> int:
+    """Rows of ``max_target_length`` target tokens that hold ``tokens_per_batch``:
+    ceil(tokens / length), rounded up to a multiple of ``multiple`` (e.g. the devices the
+    rows are split over)."""
+    rows = math.ceil(tokens_per_batch / max_target_length)
+    return math.ceil(rows / multiple) * multiple
+
+
+def batch_rows(
+    config: ml_collections.ConfigDict, mesh, is_main: bool = True
+) -> ml_collections.ConfigDict:
+    """``config``, or with data.tokens_per_batch set a copy whose data.batch_size is the
+    rows that hold that many target tokens, a multiple of the data-parallel devices (and of
+    the processes times train.grad_accum_steps); said on the console."""
+    data = config.data
+    tokens = data.get("tokens_per_batch", 0)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise UserError(f"--config.data.tokens_per_batch={tokens!r}: use a whole number >= 0")
+    if not tokens:
+        return config
+    if "max_target_length" not in data:
+        raise UserError(
+            f"--config.data.tokens_per_batch={tokens} is for translation; a "
+            f"{config.get('task')} step is --config.data.batch_size examples (set it, and "
+            "tokens_per_batch=0)"
+        )
+    if data.batch_size:
+        raise UserError(
+            f"--config.data.batch_size={data.batch_size} and --config.data.tokens_per_batch="
+            f"{tokens}: set one of them, the other to 0"
+        )
+    if not data.get("pack", False):
+        raise UserError(
+            f"--config.data.tokens_per_batch={tokens} needs packed rows of "
+            "data.max_target_length tokens (data.pack=True); without packing set "
+            "--config.data.batch_size instead, and tokens_per_batch=0"
+        )
+    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
+    accum = max(int(config.train.grad_accum_steps), 1)
+    multiple = math.lcm(data_parallel, jax.process_count() * accum)
+    length = int(data.max_target_length)
+    rows = rows_for_tokens(tokens, length, multiple)
+    say(
+        f"data.tokens_per_batch={tokens}: {rows} rows of {length} target tokens a step "
+        f"({rows * length} token slots; rows a multiple of {multiple})",
+        is_main,
+    )
+    resolved = copy.deepcopy(config)
+    resolved.data.batch_size = rows
+    return resolved
+
+
 def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
     """Settings that need neither data nor model, checked before anything is written."""
     for key in ("data.batch_size", "train.log_every", "train.checkpoint_every"):
         section, name = key.split(".")
         value = config[section][name]
         if not isinstance(value, int) or value < 1:
-            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1")
+            also = " (or set data.tokens_per_batch)" if key == "data.batch_size" else ""
+            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1{also}")
     keep = config.train.keep_checkpoints
     if keep is not None and (not isinstance(keep, int) or keep < 1):
         raise UserError(f"--config.train.keep_checkpoints={keep!r}: use a whole number >= 1")
