@@ -2,10 +2,12 @@
 peak host memory, of the jaxtrans train step and the eager PyTorch one.
 
 Every row is a fresh process, so the first step really compiles (or really reads the
-cache) and its peak resident set size (ru_maxrss) is the training's own. Rows run
-interleaved in rounds; the table shows medians. "above imports" subtracts the RSS a
-process has after importing jax and torch and starting the JAX backend, the same in
-every row.
+cache) and its peak resident set size (ru_maxrss) is the training's own. The jaxtrans
+rows compile ahead of the first step (``jitted.lower(...)``, then ``.compile()``) to
+split its time into tracing and lowering to StableHLO, and XLA's compiling (or reading
+the cache). Rows run interleaved in rounds; the table shows medians. "above imports"
+subtracts the RSS a process has after importing jax and torch and starting the JAX
+backend, the same in every row.
 
     python benchmarks/startup_and_memory.py                 # small shapes
     python benchmarks/startup_and_memory.py --shapes base --rounds 1
@@ -16,7 +18,8 @@ Rows: no cache (the compilation cache off); cache cold (an empty cache directory
 and write); cache warm (the directory the cold row filled: read); remat (layers
 recomputed in the backward pass); no donation (the old state is not donated to the
 step, so old and new states coexist); PyTorch eager. With --scan_layers: scan layers
-(each stack one nn.scan, config.scan_layers) and scan layers + remat.
+(each stack one nn.scan, config.scan_layers) with no cache, cache cold and cache warm
+(its own cache directory), and scan layers + remat.
 """
 
 import argparse
@@ -74,6 +77,7 @@ def child(spec: dict) -> dict:
         )
         step_fn, sync = steps.jaxtrans_step(config, shapes, donate=spec.get("donate", True))
     start = time.perf_counter()
+    lower_s, compile_s = step_fn.compile_ahead(batch) if spec["framework"] != "torch" else (0, 0)
     step_fn(batch)
     sync()
     first = time.perf_counter() - start
@@ -85,6 +89,8 @@ def child(spec: dict) -> dict:
         times.append(time.perf_counter() - start)
     return {
         "first": first,
+        "lower": lower_s,
+        "compile": compile_s,
         "steady": statistics.median(times),
         "peak_mb": peak_rss_mb(),
         "above_imports_mb": peak_rss_mb() - baseline,
@@ -120,6 +126,8 @@ def main() -> int:
     }
     if args.scan_layers:
         rows["jaxtrans, scan layers"] = {"scan_layers": True}
+        rows["jaxtrans, scan layers + cache cold"] = {"scan_layers": True, "cache": "cold"}
+        rows["jaxtrans, scan layers + cache warm"] = {"scan_layers": True, "cache": "warm"}
         rows["jaxtrans, scan layers + remat"] = {"scan_layers": True, "remat": True}
     if args.rows:
         wanted = [name.strip() for name in args.rows.split(",")]
@@ -128,11 +136,12 @@ def main() -> int:
             raise SystemExit(f"--rows {args.rows!r} matches no row")
     results: dict[str, list[dict]] = {name: [] for name in rows}
     for round_ in range(args.rounds):
-        cache_dir = tempfile.mkdtemp(prefix="jaxtrans-xla-cache-")  # cold in every round
+        # Cold in every round, one directory for each way of computing the layers.
+        cache_dirs = {scan: tempfile.mkdtemp(prefix="jaxtrans-xla-cache-") for scan in (0, 1)}
         for name, extra in rows.items():
             spec = {**base, **extra}
             if spec.pop("cache", None):
-                spec["cache_dir"] = cache_dir
+                spec["cache_dir"] = cache_dirs[spec.get("scan_layers", False)]
             results[name].append(run_child(spec))
             print(f"  round {round_ + 1}: {name} done", file=sys.stderr, flush=True)
 
@@ -141,12 +150,17 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.1f}"
     )
     print()
-    print("| process | first step (s) | later steps (s) | peak RSS (MB) | above imports (MB) |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "| process | first step (s) | trace + lower (s) | compile (s) | later steps (s) "
+        "| peak RSS (MB) | above imports (MB) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, runs in results.items():
         median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        split = "" if name == "PyTorch eager" else f"{median['lower']:.1f}"
+        compile_ = "" if name == "PyTorch eager" else f"{median['compile']:.1f}"
         print(
-            f"| {name} | {median['first']:.1f} | {median['steady']:.2f} | "
+            f"| {name} | {median['first']:.1f} | {split} | {compile_} | {median['steady']:.2f} | "
             f"{median['peak_mb']:,.0f} | {median['above_imports_mb']:,.0f} |"
         )
     return 0

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 
 import jax
@@ -56,6 +57,11 @@ SHAPES = {
     # For smoke runs (--quick): compiles in seconds.
     "tiny": Shapes(64, 2, 128, 1, 500, batch_size=4, source_length=16, target_length=16),
     "small": Shapes(256, 4, 1024, 3, 8000, batch_size=32, source_length=64, target_length=64),
+    # The small model at twice small's tokens a step: longer rows, or more rows.
+    "small_32x128": Shapes(
+        256, 4, 1024, 3, 8000, batch_size=32, source_length=128, target_length=128
+    ),
+    "small_64x64": Shapes(256, 4, 1024, 3, 8000, batch_size=64, source_length=64, target_length=64),
     # The base model of the paper; 8 rows of 128 tokens fit comfortably in host memory
     # and keep a step of both frameworks within seconds on two cores.
     "base": Shapes(512, 8, 2048, 6, 32000, batch_size=8, source_length=128, target_length=128),
@@ -131,8 +137,10 @@ def jaxtrans_step(
 ) -> tuple[Callable[[Batch], dict], Callable[[], None]]:
     """(step, sync): ``step(batch)`` runs one jitted update of a state it holds (donated to
     the update, as in the training loop, unless ``donate=False``) and returns its metrics;
-    ``sync()`` waits until the last update is done. With ``devices`` > 1 the batch rows are
-    split over that many devices (the mesh's data axis), as the loop does on several."""
+    ``sync()`` waits until the last update is done; ``step.compile_ahead(batch)`` compiles
+    the update before the first step and times the tracing and the compiling. With
+    ``devices`` > 1 the batch rows are split over that many devices (the mesh's data
+    axis), as the loop does on several."""
     task = translation_task(config, shapes)
     run = task.config
     optimizer, schedule = make_optimizer(run.optimizer, config.d_model, run.train.num_steps)
@@ -147,15 +155,26 @@ def jaxtrans_step(
         out_shardings=(state_shardings, sharding.replicated(mesh)),
         donate_argnums=(0,) if donate else (),
     )
-    holder = {"state": state, "metrics": None}
+    holder = {"state": state, "metrics": None, "update": jitted}
 
     def step(batch: Batch) -> dict:
-        holder["state"], holder["metrics"] = jitted(holder["state"], batch)
+        holder["state"], holder["metrics"] = holder["update"](holder["state"], batch)
         return holder["metrics"]
 
     def sync() -> None:
         jax.block_until_ready(holder["state"])
 
+    def compile_ahead(batch: Batch) -> tuple[float, float]:
+        """Trace and lower, then compile, the update for this batch now; returns the two
+        times (s). Later steps run the compiled executable, so the first one compiles
+        nothing (the persistent compilation cache, if set, serves the compile)."""
+        start = time.perf_counter()
+        lowered = jitted.lower(holder["state"], batch)
+        lowered_at = time.perf_counter()
+        holder["update"] = lowered.compile()
+        return lowered_at - start, time.perf_counter() - lowered_at
+
+    step.compile_ahead = compile_ahead
     return step, sync
 
 
