@@ -4,6 +4,7 @@ exit of a program while a library thread is still at work."""
 
 import json
 import os
+import sys
 import threading
 import time
 
@@ -26,6 +27,18 @@ def parse_error(monkeypatch, capsys, *args: str) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     return lines[0]
+
+
+def test_config_overrides_are_read_from_the_argv_given_not_sys_argv(monkeypatch):
+    """main(argv) from Python (a notebook, a test) parses as the program does, and leaves
+    sys.argv as it was."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr("sys.argv", ["python"])
+    argv = ["train.py", "--config", "configs/demo.py", "--config.train.num_steps=7",
+            "--workdir", "/nonexistent"]  # fmt: skip
+    values = train.parse_flags(argv, train._define, train.USAGE)
+    assert values.config.train.num_steps == 7
+    assert sys.argv == ["python"]
 
 
 @pytest.mark.parametrize(

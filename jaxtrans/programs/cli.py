@@ -82,7 +82,21 @@ def flag_error(error: Exception) -> str:
 def parse_flags(
     argv: list[str], define: Callable[[flags.FlagValues], None], usage: str
 ) -> flags.FlagValues:
-    """Parse ``argv`` into a fresh FlagValues; bad flags are a one-line error (exit 2)."""
+    """Parse ``argv`` into a fresh FlagValues; bad flags are a one-line error (exit 2).
+    The config flag looks for its ``--config.KEY`` overrides in ``sys.argv``, so ``argv``
+    stands there while it is parsed (``main(argv)`` called from Python works as the
+    program does)."""
+    saved = sys.argv
+    sys.argv = list(argv)
+    try:
+        return _parse_flags(argv, define, usage)
+    finally:
+        sys.argv = saved
+
+
+def _parse_flags(
+    argv: list[str], define: Callable[[flags.FlagValues], None], usage: str
+) -> flags.FlagValues:
     values = flags.FlagValues()
     try:
         define(values)  # the config flag reads --flagfile files of sys.argv already here
