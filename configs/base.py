@@ -112,8 +112,11 @@ def get_eval_config() -> ml_collections.ConfigDict:
     evaluation = ml_collections.ConfigDict()
     # Beam size (4 in the paper; 1 = greedy).
     evaluation.beam_size = 4
-    # Length penalty alpha: scores are divided by ((5 + length) / 6) ** alpha.
+    # Length penalty alpha: scores are divided by ((5 + length) / 6) ** alpha (the form
+    # "gnmt", of the GNMT paper) or by length ** alpha ("hf": Hugging Face's and Marian's
+    # length_penalty, which decodes as transformers' generate does).
     evaluation.alpha = 0.6
+    evaluation.penalty_form = "gnmt"
     # Longest output = source length + this.
     evaluation.max_extra_length = 50
     # Sentences per decoding batch.

@@ -16,7 +16,8 @@ from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import restore_task
-from jaxtrans.tasks.decoding_settings import decoding_name
+from jaxtrans.errors import UserError
+from jaxtrans.tasks.decoding_settings import decoding_name, decoding_settings
 
 STEPS = (100, 200)
 
@@ -199,3 +200,14 @@ def test_report_names_tell_every_decoding_that_changes_the_output_apart():
     assert decoding_name({**run, "beam_size": 1, "alpha": 1.0}, run) == "greedy"
     assert decoding_name({**run, "beam_size": 1, "penalty_form": "hf"}, run) == "greedy"
     assert decoding_name({**run, "batch_size": 8}, run) == "beam4"
+
+
+def test_decoding_settings_come_from_flags_then_the_config_then_the_defaults():
+    config = ml_collections.ConfigDict({"eval": {"alpha": 1.0, "penalty_form": "hf"}})
+    settings = decoding_settings(config, alpha=0.8, beam_size=None)
+    assert settings == {"beam_size": 4, "alpha": 0.8, "batch_size": 64,
+                        "max_extra_length": 50, "penalty_form": "hf"}  # fmt: skip
+    assert decoding_settings(ml_collections.ConfigDict())["penalty_form"] == "gnmt"
+    config.eval.penalty_form = "GNMT"
+    with pytest.raises(UserError, match=r"eval.penalty_form='GNMT': use gnmt .* or hf"):
+        decoding_settings(config)

@@ -295,6 +295,7 @@ def plot_attention(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_extra_length: int = 50,
+    penalty_form: str = "gnmt",
 ) -> str:
     """Translate one sentence and draw, per layer and head, its cross-attention to
     ``output_png`` and its encoder and decoder self-attention beside it
@@ -312,6 +313,7 @@ def plot_attention(
         beam_size=beam_size,
         alpha=alpha,
         max_extra_length=max_extra_length,
+        penalty_form=penalty_form,
     )
     target_in = [BOS_ID, *hypothesis]
     weights = translation_attention(config, params, source_ids, target_in)

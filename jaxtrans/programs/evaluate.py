@@ -35,7 +35,7 @@ USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
 Without --input or --plot_attention: scores the split with the run's task and writes
 DIR/eval/{split}-step{N}[-avgK]-{DECODING}.json (translation: BLEU/chrF, the lines read,
 skipped and scored, and examples, also .md and .hyp.txt; DECODING is greedy or beamK,
-plus -alphaA and -maxextraN where they differ from the run config) or
+plus -alphaA, -hf and -maxextraN where they differ from the run config) or
 DIR/eval/{split}-step{N}[-avgK].json (BERT: the task's metrics). The split defaults to
 the task's own (translation and classification: test; pretraining: dev). Decoding
 settings default to the run config's eval section.

@@ -6,6 +6,10 @@ from typing import Any
 
 import ml_collections
 
+from jaxtrans.errors import UserError
+
+PENALTY_FORMS = ("gnmt", "hf")
+
 # Decoding settings used when neither evaluate.py's flags nor the run config give one.
 DEFAULT_DECODING = {
     "beam_size": 4,
@@ -24,6 +28,11 @@ def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> di
     for name, default in DEFAULT_DECODING.items():
         value = given.get(name)
         settings[name] = value if value is not None else eval_config.get(name, default)
+    if settings["penalty_form"] not in PENALTY_FORMS:
+        raise UserError(
+            f"eval.penalty_form={settings['penalty_form']!r}: use gnmt (the length penalty "
+            "((5 + len) / 6) ** alpha) or hf (len ** alpha, as transformers' generate)"
+        )
     return settings
 
 

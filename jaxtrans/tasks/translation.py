@@ -121,6 +121,7 @@ class TranslationTask(Task):
             value = config.data[key]
             if not isinstance(value, int) or value < 2:
                 raise UserError(f"--config.data.{key}={value!r}: use a whole number >= 2")
+        decoding_settings(config)  # a misspelt eval.penalty_form stops the run here
         # First, so that a mistyped --config.data.dev or a broken dev file stops the run
         # before anything is written, rather than dropping dev evaluation at step N.
         dev = read_dev_split(config.data) if config.train.eval_every else _NOT_READ
@@ -367,6 +368,7 @@ class TranslationTask(Task):
             beam_size=settings["beam_size"],
             alpha=settings["alpha"],
             max_extra_length=settings["max_extra_length"],
+            penalty_form=settings["penalty_form"],
         )
         written = [output_png, *(sibling(output_png, k) for k in ("encoder", "decoder")), masks_png]
         print(f"{sentence}\n-> {translation}\nwrote {', '.join(written)}")
