@@ -65,8 +65,9 @@ def get_train_config() -> ml_collections.ConfigDict:
     # tokenizer, compilation and data loading included; a resumed run counts from its own
     # start); when it is spent the run saves a checkpoint, runs the final dev evaluation and
     # says why it stopped. With num_steps=0 and num_epochs=0 the run lasts until then (the
-    # console estimates its steps from the step time); the linear schedule, which needs its
-    # last step in advance, is refused there.
+    # console estimates its steps from the step time), and a linear schedule decays to 0 at
+    # the last step that fits, estimated from the step time at the second log (the steps
+    # compiled again; the length is kept in checkpoints, so a resumed run keeps it).
     train.max_minutes = 0.0
     # Log train metrics every this many steps.
     train.log_every = 100

@@ -54,3 +54,14 @@ class TimeBudget:
         """The step at which the budget runs out, at ``seconds_per_step`` from ``step``."""
         left = max(self.deadline - time.time(), 0.0)
         return step + int(left / max(seconds_per_step, 1e-9))
+
+    def schedule_steps(self, step: int, seconds_per_step: float, setup_seconds: float) -> int:
+        """The last step of a learning-rate schedule that must end with the budget: the
+        steps that fit in the time left at ``seconds_per_step`` after ``setup_seconds``
+        (compiling the step again), at least one more. With several processes, process
+        0's estimate is everyone's (call it at the same step on all of them)."""
+        left = max(self.deadline - time.time() - setup_seconds, 0.0)
+        estimate = step + max(int(left / max(seconds_per_step, 1e-9)), 1)
+        if jax.process_count() > 1:
+            estimate = int(multihost_utils.broadcast_one_to_all(np.asarray(estimate, np.int64)))
+        return estimate

@@ -14,12 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
-from jaxtrans.errors import UserError, describe
+from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, flops, sharding
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.guards import (
@@ -31,8 +29,14 @@ from jaxtrans.training.guards import (
 )
 from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
 from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.run_settings import batch_rows, check_run_settings, run_length
-from jaxtrans.training.state import TrainState, init_train_state
+from jaxtrans.training.run_checkpoints import RunCheckpoints, restore_state
+from jaxtrans.training.run_settings import (
+    batch_rows,
+    check_run_settings,
+    run_length,
+    schedule_from_time,
+)
+from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_eval_step, make_nonfinite_diagnosis, make_train_step
 from jaxtrans.training.task import TrainingTask
 from jaxtrans.workdir import load_run_config, save_run_config
@@ -123,7 +127,12 @@ def _train(
     if is_main:
         save_run_config(workdir, run_config)
     num_steps = run_length(config, task, is_main)
-    optimizer, schedule = make_optimizer(config.optimizer, task.model_config.d_model, num_steps)
+    # A linear schedule in a run that only the time budget bounds: until the step time is
+    # known, a decay too long to matter (the warm-up is the same); then the real length.
+    timed_schedule = schedule_from_time(config, num_steps)
+    optimizer, schedule = make_optimizer(
+        config.optimizer, task.model_config.d_model, 2**31 - 1 if timed_schedule else num_steps
+    )
 
     # State, laid out over the mesh by the logical-axis rules.
     rng = jax.random.key(config.seed)
@@ -139,26 +148,37 @@ def _train(
         for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
     ]
     guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
-    jit_train_step = sharding.with_axis_rules(
-        jax.jit(
-            guard.guarded(make_train_step(task, optimizer, schedule, accum)),
-            in_shardings=(state_shardings, batch_sharding, replicated),
-            out_shardings=(state_shardings, replicated),
-            donate_argnums=(0,),
-        ),
-        mesh,
-        rules,
-    )
-    diagnosis = make_nonfinite_diagnosis(task, optimizer, accum)
-    jit_diagnosis = sharding.with_axis_rules(
-        jax.jit(
-            lambda state, batch: diagnosis(state, batch, state.dropout_key()),
-            in_shardings=(state_shardings, batch_sharding),
-            out_shardings=replicated,
-        ),
-        mesh,
-        rules,
-    )
+
+    def jitted_steps(optimizer, schedule) -> tuple[Callable, Callable]:
+        """The train step and its non-finite diagnosis (guards.py), compiled at first use."""
+        train_step = sharding.with_axis_rules(
+            jax.jit(
+                guard.guarded(make_train_step(task, optimizer, schedule, accum)),
+                in_shardings=(state_shardings, batch_sharding, replicated),
+                out_shardings=(state_shardings, replicated),
+                donate_argnums=(0,),
+            ),
+            mesh,
+            rules,
+        )
+        diagnosis = make_nonfinite_diagnosis(task, optimizer, accum)
+        jit_diagnosis = sharding.with_axis_rules(
+            jax.jit(
+                lambda state, batch: diagnosis(state, batch, state.dropout_key()),
+                in_shardings=(state_shardings, batch_sharding),
+                out_shardings=replicated,
+            ),
+            mesh,
+            rules,
+        )
+        return train_step, jit_diagnosis
+
+    def schedule_ending_at(last_step: int) -> tuple[Callable, Callable]:
+        """The steps again, with the linear schedule decaying to 0 at ``last_step`` (the
+        optimizer state's layout does not depend on it)."""
+        return jitted_steps(*make_optimizer(config.optimizer, task.model_config.d_model, last_step))
+
+    jit_train_step, jit_diagnosis = jitted_steps(optimizer, schedule)
     eval_step = jax.jit(
         make_eval_step(task),
         in_shardings=(state_shardings.params, replicated),
@@ -182,6 +202,9 @@ def _train(
         say(f"resuming from checkpoint {latest} in {workdir}", is_main)
         if note:
             say(note, is_main)
+        if timed_schedule and meta.get("schedule_steps"):  # its length, set by the first run
+            num_steps = int(meta["schedule_steps"])
+            jit_train_step, jit_diagnosis = schedule_ending_at(num_steps)
 
     first_step = int(jax.device_get(state.step))
     # Skipped (non-finite) updates so far; checkpoints carry the count across restarts.
@@ -198,6 +221,8 @@ def _train(
             "model": {k: run_config.model.get(k) for k in task.shape_fields},
             "skipped_steps": skipped_total,
         }
+        if timed_schedule and num_steps < math.inf:
+            meta["schedule_steps"] = num_steps
         checkpoints.save(step, state, meta)
 
     def diagnose(local_batch: dict) -> dict:
@@ -217,6 +242,7 @@ def _train(
     )
     if num_steps == math.inf:
         progress.last_step = first_step  # estimated from the step time at each log
+    first_window = (0.0, 0)  # the first log window's time (compilation and steps), steps
     logs_so_far = 0
     last_metrics: dict[str, Any] = {}
     pending: list[tuple[int, dict[str, jax.Array]]] = []
@@ -248,9 +274,12 @@ def _train(
                 jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
                 pending = jax.device_get(pending)
                 skipped_total += guard.check(pending, diagnose)
+                window_seconds = time.time() - window_start
+                if logs_so_far == 0:
+                    first_window = (window_seconds, window_steps)
                 last_metrics = log_window(
                     [m for _, m in pending],
-                    time.time() - window_start,
+                    window_seconds,
                     window_steps,
                     step_flops,
                     peak,
@@ -263,6 +292,20 @@ def _train(
                     progress.last_step = budget.last_step(step, seconds_per_step)
                     if logs_so_far == 1:  # the second window: no compilation in it
                         say(f"about {progress.last_step} steps fit in the time left", is_main)
+                    if logs_so_far == 1 and timed_schedule:
+                        # Compiling the step again costs about what the first window
+                        # spent beyond its steps.
+                        compile_seconds = first_window[0] - first_window[1] * seconds_per_step
+                        num_steps = budget.schedule_steps(
+                            step, seconds_per_step, max(compile_seconds, 0.0)
+                        )
+                        jit_train_step, jit_diagnosis = schedule_ending_at(num_steps)
+                        progress.last_step = num_steps
+                        say(
+                            f"the linear schedule decays to 0 at step {num_steps}, the last "
+                            "that fits in train.max_minutes at this step time",
+                            is_main,
+                        )
                 logs_so_far += 1
                 progress.log(step, last_metrics)
                 pending, window_start, window_steps = [], time.time(), 0
@@ -302,64 +345,6 @@ def _train(
     checkpointer.close()
     writer.close()
     return last_metrics
-
-
-class RunCheckpoints:
-    """The run's checkpointer; a failed write becomes a one-line error that says how to
-    resume. An async write fails late (orbax raises it at the next save or wait), so the
-    failed step is the one named in the quoted path."""
-
-    def __init__(self, workdir: str, train_config: ml_collections.ConfigDict):
-        self.workdir = workdir
-        self.checkpointer = Checkpointer(
-            workdir, keep=train_config.keep_checkpoints, async_save=train_config.async_checkpoints
-        )
-
-    def _failed(self, error: Exception) -> UserError:
-        return UserError(
-            f"writing a checkpoint in {checkpoint_dir(self.workdir)} failed "
-            f"({describe(error)}); free space or fix permissions, then rerun the same command "
-            "to resume from the last complete checkpoint"
-        )
-
-    def save(self, step: int, state: TrainState, meta: dict[str, Any]) -> None:
-        try:
-            self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
-        except Exception as error:  # orbax reports disk trouble with many exception types
-            raise self._failed(error) from error
-
-    def wait(self) -> None:
-        try:
-            self.checkpointer.wait()
-        except Exception as error:
-            raise self._failed(error) from error
-
-
-def restore_state(
-    checkpointer: Checkpointer, step: int, abstract: TrainState, shardings: TrainState, workdir: str
-) -> tuple[TrainState, dict[str, Any]]:
-    """The train state of checkpoint ``step``, laid out by ``shardings``, and its metadata."""
-    with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
-        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings
-    )
-    try:
-        params, opt_state, rng, meta = checkpointer.restore(
-            step,
-            with_shardings(abstract.params, shardings.params),
-            with_shardings(abstract.opt_state, shardings.opt_state),
-            with_shardings(abstract.rng, shardings.rng),
-        )
-    except CheckpointUnreadable as error:
-        older = [s for s in checkpointer.all_steps() if s < step]
-        fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
-        raise UserError(
-            f"checkpoint {step} in {workdir} cannot be restored, it is damaged or from "
-            f"another model ({describe(error)}); "
-            f"move {checkpoint_dir(workdir)}/{step} aside to {fallback}, or use a new "
-            "--workdir"
-        ) from error
-    step_array = jax.device_put(jnp.asarray(step, jnp.int32), shardings.step)
-    return TrainState(step=step_array, params=params, opt_state=opt_state, rng=rng), meta
 
 
 def evaluate(task: TrainingTask, eval_step, replicated, params, step: int) -> dict[str, Any] | None:

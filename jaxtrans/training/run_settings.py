@@ -112,21 +112,18 @@ def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
 
 
 def check_max_minutes(config: ml_collections.ConfigDict) -> None:
-    """train.max_minutes: a number >= 0; a run it alone bounds has no step count, which a
-    schedule decaying to 0 at the last step needs (estimating the count from the step time
-    would change the compiled schedule mid-run, so that is refused)."""
+    """train.max_minutes: a number >= 0 (0: no limit)."""
     minutes = config.train.get("max_minutes", 0)
     if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes >= 0:
         raise UserError(
             f"--config.train.max_minutes={minutes!r}: use a number of minutes >= 0 (0 = no limit)"
         )
-    time_only = minutes and not config.train.num_steps and not config.train.get("num_epochs", 0)
-    if time_only and config.optimizer.schedule == "linear":
-        raise UserError(
-            f"--config.train.max_minutes={minutes:g} with num_steps=0 and num_epochs=0 leaves "
-            "the linear schedule no last step to decay to; set train.num_steps or "
-            "train.num_epochs too, or use --config.optimizer.schedule=noam or constant"
-        )
+
+
+def schedule_from_time(config: ml_collections.ConfigDict, num_steps: int | float) -> bool:
+    """Whether the run's learning-rate schedule takes its length from the time budget: a
+    linear decay (to 0 at the last step) in a run that only train.max_minutes bounds."""
+    return num_steps == math.inf and config.optimizer.schedule == "linear"
 
 
 def run_length(config: ml_collections.ConfigDict, task: TrainingTask, is_main: bool) -> int | float:

@@ -1,0 +1,70 @@
+"""A run's checkpoints as the training loop writes and restores them: failed writes and
+unreadable checkpoints become one-line errors that say how to resume."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
+from jaxtrans.errors import UserError, describe
+from jaxtrans.training.state import TrainState
+
+
+class RunCheckpoints:
+    """The run's checkpointer; a failed write becomes a one-line error that says how to
+    resume. An async write fails late (orbax raises it at the next save or wait), so the
+    failed step is the one named in the quoted path."""
+
+    def __init__(self, workdir: str, train_config: ml_collections.ConfigDict):
+        self.workdir = workdir
+        self.checkpointer = Checkpointer(
+            workdir, keep=train_config.keep_checkpoints, async_save=train_config.async_checkpoints
+        )
+
+    def _failed(self, error: Exception) -> UserError:
+        return UserError(
+            f"writing a checkpoint in {checkpoint_dir(self.workdir)} failed "
+            f"({describe(error)}); free space or fix permissions, then rerun the same command "
+            "to resume from the last complete checkpoint"
+        )
+
+    def save(self, step: int, state: TrainState, meta: dict[str, Any]) -> None:
+        try:
+            self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
+        except Exception as error:  # orbax reports disk trouble with many exception types
+            raise self._failed(error) from error
+
+    def wait(self) -> None:
+        try:
+            self.checkpointer.wait()
+        except Exception as error:
+            raise self._failed(error) from error
+
+
+def restore_state(
+    checkpointer: Checkpointer, step: int, abstract: TrainState, shardings: TrainState, workdir: str
+) -> tuple[TrainState, dict[str, Any]]:
+    """The train state of checkpoint ``step``, laid out by ``shardings``, and its metadata."""
+    with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings
+    )
+    try:
+        params, opt_state, rng, meta = checkpointer.restore(
+            step,
+            with_shardings(abstract.params, shardings.params),
+            with_shardings(abstract.opt_state, shardings.opt_state),
+            with_shardings(abstract.rng, shardings.rng),
+        )
+    except CheckpointUnreadable as error:
+        older = [s for s in checkpointer.all_steps() if s < step]
+        fallback = f"resume from checkpoint {older[-1]}" if older else "start over"
+        raise UserError(
+            f"checkpoint {step} in {workdir} cannot be restored, it is damaged or from "
+            f"another model ({describe(error)}); "
+            f"move {checkpoint_dir(workdir)}/{step} aside to {fallback}, or use a new "
+            "--workdir"
+        ) from error
+    step_array = jax.device_put(jnp.asarray(step, jnp.int32), shardings.step)
+    return TrainState(step=step_array, params=params, opt_state=opt_state, rng=rng), meta
