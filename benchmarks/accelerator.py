@@ -1,6 +1,7 @@
 """jaxtrans on an accelerator: train step time, target tokens/s and MFU against the
 bfloat16 matmul rate measured in the same run, XLA attention against
-jax.nn.dot_product_attention, remat, peak device memory, and beam-search sentences/s.
+jax.nn.dot_product_attention, remat, scanned layers (model.scan_layers), peak device
+memory, and beam-search sentences/s.
 
 Every row runs in a fresh process (clean peak-memory counters, nothing left allocated
 by the row before); the parent process never starts JAX. benchmarks/gpu.sh runs this on
@@ -35,6 +36,8 @@ ROWS = {
         "attention_dropout_rate": 0.0,
     },
     "XLA attention, dropout 0.1, remat": {"remat": True},
+    "XLA attention, dropout 0.1, scanned layers": {"scan_layers": True},
+    "XLA attention, dropout 0.1, scanned layers, remat": {"scan_layers": True, "remat": True},
 }
 
 

@@ -3,7 +3,8 @@
 # (512/8/2048, 6+6 layers, 32k vocabulary) in bfloat16 at configs/base.py's batch of 96
 # rows x 256 tokens. One table: step time, target tokens/s, MFU against the bfloat16
 # matmul rate measured in the same run, XLA attention vs jax.nn.dot_product_attention,
-# remat, peak device memory; then beam-search sentences/s. About 5-8 minutes (10 at most).
+# remat, scanned and unscanned layer stacks (first step = compilation), peak device
+# memory; then beam-search sentences/s. About 6-9 minutes (10 at most).
 #
 #   bash benchmarks/gpu.sh                 # writes the table to $OUT/gpu_benchmark.md too
 #
