@@ -4,7 +4,7 @@ Runs the benchmark step (steps.py) at a named shape, traces three steps with
 ``jax.profiler`` and sums the XLA thunks' own durations (a thunk's time less that of the
 thunks inside it) over both threads, per step: matrix products (XNNPACK/YNNPACK
 fusions and dots) against everything else, the rest by kind of fusion, and the largest
-single thunks. Tracing slows the step by about a quarter; read the proportions.
+single thunks. Tracing slows the step by about a third; read the proportions.
 
     python benchmarks/profile_step.py small
     python benchmarks/profile_step.py base --scan_layers --trace_dir /tmp/trace
