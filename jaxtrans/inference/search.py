@@ -37,6 +37,19 @@ def _allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarra
     return logits.astype(jnp.float32).at[..., pad_id].set(-jnp.inf).at[..., bos_id].set(-jnp.inf)
 
 
+def argmax(x: jnp.ndarray) -> jnp.ndarray:
+    """``jnp.argmax`` over the last axis (the first maximum; the first NaN if any), int32.
+
+    XLA's CPU compiler runs argmax's (value, index) reduction as a scalar loop, 3x
+    slower over an 8k-token row than these two vectorised ones: the maximum, then the
+    first index holding it.
+    """
+    best = jnp.max(x, axis=-1, keepdims=True)
+    hit = (x == best) | (jnp.isnan(x) & jnp.isnan(best))
+    index = jnp.arange(x.shape[-1], dtype=jnp.int32)
+    return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
+
+
 def greedy_search(
     step_fn: StepFn,
     cache: Cache,
@@ -62,7 +75,7 @@ def greedy_search(
     def step(state):
         i, tokens, last, done, cache = state
         logits, cache = step_fn(cache, last, i)
-        token = jnp.argmax(_allowed_logits(logits, pad_id, bos_id), axis=-1).astype(jnp.int32)
+        token = argmax(_allowed_logits(logits, pad_id, bos_id))
         token = jnp.where(done, pad_id, token)
         tokens = tokens.at[:, i].set(token)
         done = done | (token == eos_id) | (i + 1 >= max_lengths)
