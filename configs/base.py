@@ -113,10 +113,12 @@ def get_eval_config() -> ml_collections.ConfigDict:
     evaluation = ml_collections.ConfigDict()
     # Beam size (4 in the paper; 1 = greedy).
     evaluation.beam_size = 4
-    # Length penalty alpha: scores are divided by ((5 + length) / 6) ** alpha (the form
-    # "gnmt", of the GNMT paper) or by length ** alpha ("hf": Hugging Face's and Marian's
-    # length_penalty, which decodes as transformers' generate does).
+    # Length penalty alpha: beam scores are divided by ((5 + length) / 6) ** alpha, or by
+    # length ** alpha with penalty_form "hf".
     evaluation.alpha = 0.6
+    # The length penalty's form: "gnmt" (((5 + length) / 6) ** alpha, of the GNMT paper) or
+    # "hf" (length ** alpha: Hugging Face's and Marian's length_penalty, as transformers'
+    # generate decodes).
     evaluation.penalty_form = "gnmt"
     # Longest output = source length + this.
     evaluation.max_extra_length = 50

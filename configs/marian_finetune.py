@@ -20,10 +20,24 @@ from configs._dataclass_section import dataclass_section
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.tasks.translation_init import FINE_TUNING_FIELDS
 
+DROPOUT_FIELDS = ("dropout_rate", "attention_dropout_rate", "activation_dropout_rate")
+
 
 def get_model_config() -> ml_collections.ConfigDict:
     """The TransformerConfig fields fine-tuning may set; all others come from init_from."""
-    return dataclass_section(TransformerConfig, only=FINE_TUNING_FIELDS)
+    section = dataclass_section(
+        TransformerConfig, only=[f for f in FINE_TUNING_FIELDS if f not in DROPOUT_FIELDS]
+    )
+    unset = ml_collections.config_dict.placeholder
+    # Dropout on the embeddings and each sublayer's output; unset (None): the directory's
+    # config.json's dropout (opus-mt: 0.1).
+    section.dropout_rate = unset(float)
+    # Dropout on the attention weights; unset: the directory's attention_dropout (opus-mt: 0).
+    section.attention_dropout_rate = unset(float)
+    # Dropout inside the feed-forward layers; unset: the directory's activation_dropout
+    # (opus-mt: 0).
+    section.activation_dropout_rate = unset(float)
+    return section
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -32,6 +46,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.init_from = ""
     config.model = get_model_config()
 
+    # Your sentence pairs: --config.data.train / dev / test (TSV or JSONL files; TFDS with
+    # --config.data.tfds_name). The languages name TFDS features and pick BLEU's tokenizer
+    # (zh for a Chinese target); unset, BLEU looks at the references.
+    config.data.tfds_name = ""
+    config.data.source_lang = ""
+    config.data.target_lang = ""
     config.data.max_source_length = 128
     config.data.max_target_length = 128
     config.data.batch_size = 32
@@ -48,6 +68,7 @@ def get_config() -> ml_collections.ConfigDict:
 
     config.eval.beam_size = 4
     config.eval.alpha = 1.0
+    config.eval.penalty_form = "hf"
     config.eval.batch_size = 32
     config.eval.dev_sentences = 500
     return config

@@ -182,8 +182,11 @@ def marian_model_directory(
     """A whole Marian directory: the tokenizer files of ``marian_directory`` and a
     random-weight MarianMTModel (``shape``: MarianConfig fields, e.g. d_model) saved beside
     them, with opus-mt's generation settings (the padding start token never generated).
-    Weights are drawn with std 0.15 so that outputs depend on the source; ``eos_bias`` is
-    added to EOS's final_logits_bias, so that translations end before their length limit."""
+    Weights are drawn with std 0.3 (logits far apart: no near-ties between frameworks),
+    final_logits_bias at random with ``eos_bias`` added to EOS's (so that translations end
+    before their length limit) and -30 on the padding start token, which a trained model
+    gives no probability either. EOS is not forced at the length limit (jaxtrans never
+    forces it)."""
     import torch
     import transformers
 
@@ -194,7 +197,7 @@ def marian_model_directory(
         d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_position_embeddings=256, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-        init_std=0.15,
+        init_std=0.3,
     )  # fmt: skip
     settings.update(shape)
     if separate:
@@ -208,7 +211,11 @@ def marian_model_directory(
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
     with torch.no_grad():
-        model.final_logits_bias[0, 0] += eos_bias
+        bias = torch.randn(model.final_logits_bias.shape) * 0.5
+        bias[0, 0] += eos_bias
+        bias[0, -1] = -30.0
+        model.final_logits_bias.copy_(bias)
     model.generation_config.bad_words_ids = [[size - 1]]
+    model.generation_config.forced_eos_token_id = None
     model.save_pretrained(path)
     return path

@@ -10,10 +10,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from configs import base, bert_base, bert_classify, bert_demo, big, demo  # noqa: E402
+from configs import base, bert_base, bert_classify, bert_demo, big, demo, marian_finetune  # noqa: E402
 from configs._dataclass_section import dataclass_section  # noqa: E402
 from jaxtrans.models import BertConfig, TransformerConfig  # noqa: E402
 from jaxtrans.nn import BlockConfig  # noqa: E402
+from jaxtrans.tasks.translation_init import FINE_TUNING_FIELDS  # noqa: E402
 
 
 def test_section_holds_every_field_with_its_default():
@@ -80,10 +81,19 @@ def test_fine_tuning_sets_only_regularisation_and_compute_fields():
         "classifier_dropout_rate",
         "attention_impl",
         "remat",
+        "scan_layers",
         "dtype",
         "param_dtype",
     }
     assert model.to_dict() == {key: getattr(BertConfig(), key) for key in model}
+
+
+def test_marian_fine_tuning_leaves_dropout_to_the_directory_unless_set():
+    model = marian_finetune.get_config().model
+    assert set(model.keys()) == set(FINE_TUNING_FIELDS)
+    for name in ("dropout_rate", "attention_dropout_rate", "activation_dropout_rate"):
+        assert model[name] is None  # the directory's config.json decides
+        model[name] = 0.2  # a float placeholder: --config.model.NAME=0.2 sets it
 
 
 TRANSFORMER_BASE = {  # Vaswani et al. 2017, Table 3 "base", with tensor2tensor's epsilon

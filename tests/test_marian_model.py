@@ -222,6 +222,8 @@ EXPORTABLE = {
         target_vocab_size=40,
         tie_output=False,
     ),
+    # Layers as one scanned stack: exported per layer.
+    "scanned": dict(layer_norm_epsilon=1e-5, scan_layers=True),
 }
 
 

@@ -20,6 +20,21 @@ def test_sinusoidal_table_equals_paper_formula_in_float64():
     np.testing.assert_allclose(table, expected, atol=2e-5)  # float32 sin of angles up to 49
 
 
+def test_sinusoidal_halves_equals_marian_table():
+    """Hugging Face Marian's MarianSinusoidalPositionalEmbedding table (float64 numpy,
+    written out): sines of every frequency, then their cosines."""
+    d_model, length = 64, 50
+    table = np.asarray(sinusoidal_embedding(jnp.arange(length)[None], d_model, "halves"))[0]
+    position_enc = np.array(
+        [
+            [pos / np.power(10000, 2 * (j // 2) / d_model) for j in range(d_model)]
+            for pos in range(length)
+        ]
+    )
+    expected = np.concatenate([np.sin(position_enc[:, 0::2]), np.cos(position_enc[:, 1::2])], 1)
+    np.testing.assert_allclose(table, expected, atol=2e-5)
+
+
 def rope_reference(x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
     """float64 RoPE from explicit 2x2 rotation matrices on pairs (i, i + d/2)."""
     batch, length, heads, d = x.shape

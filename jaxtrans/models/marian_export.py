@@ -24,6 +24,7 @@ import flax.linen as nn
 import numpy as np
 
 from jaxtrans.errors import UserError
+from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.models.marian import marian_to_model_ids
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.vocab import BOS_ID, PAD_ID
@@ -153,10 +154,7 @@ class _Writer:
 def _layers(w: _Writer, prefix: str, stack: dict, count: int, d_model: int) -> None:
     for i in range(count):
         if f"layer_{i}" not in stack:
-            raise UserError(
-                f"{prefix} has no layer_{i}: export needs per-layer parameters "
-                "(a model without scan_layers)"
-            )
+            raise UserError(f"{prefix} has no layer_{i}: the parameters are not this model's")
         layer, p = stack[f"layer_{i}"], f"{prefix}.layers.{i}"
         w.attention(f"{p}.self_attn", layer["self_attention"], d_model)
         w.norm(f"{p}.self_attn_layer_norm", layer["self_attention_norm"])
@@ -169,9 +167,10 @@ def _layers(w: _Writer, prefix: str, stack: dict, count: int, d_model: int) -> N
 
 
 def to_state_dict(cfg: TransformerConfig, params: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Transformer params (per layer) -> float32 numpy tensors by Marian name."""
+    """Transformer params (per layer or stacked, ``scan_layers``) -> float32 numpy tensors
+    by Marian name."""
     check_exportable(cfg)
-    params = nn.unbox(params)
+    params = nn.unbox(unstack_layers(params))
     d = cfg.d_model
     if cfg.sinusoidal_layout == "interleaved":  # sines (even dims) first, then cosines
         order = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])

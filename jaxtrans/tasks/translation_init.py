@@ -58,8 +58,8 @@ def pretrained_model_config(
     path: str, model_section: dict[str, Any] | None = None, flag: str = "--config.init_from"
 ) -> TransformerConfig:
     """The directory's TransformerConfig with the run's FINE_TUNING_FIELDS from
-    ``model_section`` (a run config's model section); UserError for a shape field there that
-    contradicts the directory."""
+    ``model_section`` (a run config's model section; None keeps the directory's value);
+    UserError for a shape field there that contradicts the directory."""
     directory = check_directory(path, flag)
     config, _ = read_config(directory / "config.json")
     if not model_section:
@@ -67,7 +67,8 @@ def pretrained_model_config(
     changes = {}
     for key, value in model_section.items():
         if key in FINE_TUNING_FIELDS:
-            changes[key] = value
+            if value is not None:  # None: the directory's value
+                changes[key] = value
         elif not hasattr(config, key):
             raise UserError(f"--config.model.{key}: not a field of the translation model")
         elif value is not None and value != getattr(config, key):
