@@ -19,6 +19,7 @@ import pytest
 from conftest import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert import BertConfig, BertForPretraining
 from jaxtrans.models.layer_stacks import (
@@ -302,6 +303,18 @@ def test_scanned_greedy_and_beam_decoding_give_the_loops_tokens():
     np.testing.assert_array_equal(scanned_tokens, tokens)
     np.testing.assert_allclose(scanned_scores, scores, atol=1e-5, rtol=0)
     assert len({tuple(row) for row in np.asarray(greedy)}) > 1  # not one repeated output
+
+
+def test_translating_with_a_scanned_model_decodes_layer_by_layer_to_the_same_tokens():
+    config, params = decoding_model()
+    sources = [[5, 6, 7, EOS_ID], [8, 9, EOS_ID], [10, 11, 12, 4, 5, EOS_ID]]  # vocabulary 13
+    for beam_size in (1, 3):
+        looped = translate_ids(config, params, sources, beam_size=beam_size, max_extra_length=6)
+        scanned = translate_ids(
+            config.replace(scan_layers=True), stack_layers(params), sources,
+            beam_size=beam_size, max_extra_length=6,
+        )  # fmt: skip
+        assert scanned == looped
 
 
 def test_attention_plots_read_a_scanned_model_layer_by_layer():

@@ -19,6 +19,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
 from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm
 from jaxtrans.models import TransformerConfig
+from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -80,7 +81,12 @@ def translate_ids(
         raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
     if penalty_form not in PENALTY_FORMS:
         raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
-    params = jax.device_put(nn.unbox(params))  # once, not at every batch (host arrays)
+    params = nn.unbox(params)
+    if config.scan_layers:
+        # Decoded layer by layer: the scanned decoder would move every layer's key/value
+        # cache between its layouts at each token (twice the time; docs/benchmarks.md).
+        params, config = unstack_layers(params), config.replace(scan_layers=False)
+    params = jax.device_put(params)  # once, not at every batch (host arrays)
     # Learned positions exist only up to max_len: longer sources are cut, outputs capped.
     position_limit = config.max_len if config.position == "learned" else None
     sources = [list(s)[:position_limit] for s in sources]
