@@ -14,11 +14,18 @@ interleaved; the table shows medians.
     python benchmarks/decode.py                    # steps.py "small" model
     python benchmarks/decode.py --shapes base --sentences 16
     python benchmarks/decode.py --quick            # a tiny model, seconds
+    python benchmarks/decode.py --profile          # where a cached greedy batch spends its time
 """
 
 import argparse
+import collections
+import glob
+import gzip
+import json
+import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -42,6 +49,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--length", type=int, default=64, help="tokens decoded per sentence")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny model, one round")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="only trace one cached greedy batch (jax.profiler) and print its time by XLA op",
+    )
     return parser.parse_args()
 
 
@@ -53,7 +65,8 @@ def naive_greedy(config, params, source: jnp.ndarray, length: int) -> Callable[[
     @jax.jit
     def next_token(p, memory, s, prefix):
         logits = model.apply({"params": p}, memory, s, prefix, method=Transformer.decode)
-        logits = logits[:, -1].at[:, PAD_ID].set(-jnp.inf)
+        # The searches never emit PAD or BOS (search._allowed_logits); nor does this loop.
+        logits = logits[:, -1].at[:, PAD_ID].set(-jnp.inf).at[:, BOS_ID].set(-jnp.inf)
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
     def run() -> np.ndarray:
@@ -66,6 +79,30 @@ def naive_greedy(config, params, source: jnp.ndarray, length: int) -> Callable[[
 
     run()  # compiles every prefix length
     return run
+
+
+def profile_greedy(run: Callable[[], np.ndarray], compiled_text: str, top: int = 25) -> None:
+    """Trace one call of run and print the XLA ops that took longest, with their shapes."""
+    run()
+    shapes = dict(re.findall(r"^\s*(?:ROOT )?%(\S+) = (\S+)", compiled_text, re.MULTILINE))
+    with tempfile.TemporaryDirectory() as directory:
+        with jax.profiler.trace(directory):
+            start = time.perf_counter()
+            run()
+            seconds = time.perf_counter() - start
+        (path,) = glob.glob(f"{directory}/**/*.trace.json.gz", recursive=True)
+        with gzip.open(path) as trace:
+            events = json.load(trace)["traceEvents"]
+    total, calls = collections.Counter(), collections.Counter()
+    for event in events:
+        if event.get("ph") == "X" and event["name"] in shapes:
+            total[event["name"]] += event["dur"] / 1000
+            calls[event["name"]] += 1
+    print(f"traced batch: {seconds:.3f} s; XLA ops: {sum(total.values()):.1f} ms")
+    print("| op | shape | calls | ms |")
+    print("|---|---|---:|---:|")
+    for name, ms in total.most_common(top):
+        print(f"| {name} | {shapes[name]} | {calls[name]} | {ms:.1f} |")
 
 
 def main() -> int:
@@ -90,6 +127,13 @@ def main() -> int:
     params = Transformer(config).init(jax.random.key(0), source, source[:, :1])["params"]
     lengths = jnp.full((args.sentences,), args.length, jnp.int32)
     common = dict(config=config, max_len=args.length, eos_id=NO_EOS)
+    if args.profile:
+        compiled = greedy_decode.lower(params, source, lengths, **common).compile()
+        profile_greedy(
+            lambda: np.asarray(greedy_decode(params, source, lengths, **common)),
+            compiled.as_text(),
+        )
+        return 0
 
     runners = {
         "naive greedy (re-run the prefix)": naive_greedy(config, params, source, args.length),

@@ -66,6 +66,9 @@ def save_model(path: str, shape: dict) -> None:
     with torch.no_grad():
         model.final_logits_bias[0, 0] = -1e4  # EOS
     model.generation_config.bad_words_ids = [[shape["vocab"] - 1]]
+    # Marian's default forces EOS at the last position; here, as in jaxtrans, it stays
+    # unreachable, so the last tokens compare too.
+    model.generation_config.forced_eos_token_id = None
     model.save_pretrained(path)
 
 
