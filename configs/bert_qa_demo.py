@@ -8,8 +8,8 @@ vocabulary trained on the stories learns to find one person's surname, or the pe
 a job, among three (jaxtrans/data/qa_demo.py); a fifth of the questions are unanswerable
 (SQuAD 2.0). Dev questions ask for pairs no training story holds. docs/bert.md gives the
 measured exact match and time: 0.998 with seed 0 in about 3 minutes, but with other seeds
-the model often learns only one of the two kinds of question within the 2000 steps (0.52
-and 0.62 with seeds 1 and 2), and the table of what was tried.
+the model learns only one of the two kinds of question within the 2000 steps (0.52, 0.62
+and 0.52 with seeds 1, 2 and 3), and the table of what was tried.
 """
 
 import ml_collections
