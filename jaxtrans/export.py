@@ -20,9 +20,7 @@ learned positions; BERT: Pre-LN, RoPE or sinusoidal positions) are refused."""
 
 
 def _define(values: flags.FlagValues) -> None:
-    flags.DEFINE_string(
-        "workdir", None, "Run directory written by train.py.", flag_values=values
-    )
+    flags.DEFINE_string("workdir", None, "Run directory written by train.py.", flag_values=values)
     flags.DEFINE_string(
         "output", None, "The Hugging Face directory to write (new or empty).", flag_values=values
     )

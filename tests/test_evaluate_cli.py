@@ -13,10 +13,10 @@ import sacrebleu
 
 from jaxtrans import data
 from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.errors import UserError
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import restore_task
-from jaxtrans.errors import UserError
 from jaxtrans.tasks.decoding_settings import decoding_name, decoding_settings
 
 STEPS = (100, 200)
