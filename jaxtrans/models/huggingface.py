@@ -30,6 +30,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.config_fields import rate, whole_number
 from jaxtrans.models.layer_stacks import layout_like
 from jaxtrans.models.weight_files import load_state_dict, shard_files
 
@@ -86,19 +87,9 @@ _FLOAT_FIELDS = (
 
 
 def _whole_number(hf: dict[str, Any], field: str, default: int | None) -> int:
-    value = hf.get(field, default)
-    if value is None:
+    if hf.get(field, default) is None:
         raise UserError(f"no {field}; is it the config.json of a BERT checkpoint?")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{field}={value!r}; expected a whole number >= 1")
-    return value
-
-
-def _rate(hf: dict[str, Any], field: str, default: float) -> float:
-    value = hf.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise UserError(f"{field}={value!r}; expected a number in [0, 1)")
-    return float(value)
+    return whole_number(hf, field, default)
 
 
 def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
@@ -121,7 +112,7 @@ def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
     if not isinstance(act, str) or act not in _ACTIVATIONS:
         raise UserError(f"hidden_act={act!r} is not supported; use one of {sorted(_ACTIVATIONS)}")
     ints = {field: _whole_number(hf, field, default) for field, default in _INT_FIELDS}
-    rates = {field: _rate(hf, field, default) for field, default in _FLOAT_FIELDS}
+    rates = {field: rate(hf, field, default) for field, default in _FLOAT_FIELDS}
     id2label = hf.get("id2label")
     if id2label:
         if not isinstance(id2label, dict):
@@ -134,7 +125,7 @@ def bert_config_from_huggingface(hf: dict[str, Any]) -> BertConfig:
         raise UserError(f"pad_token_id={pad_id!r}; expected a token id")
     classifier_dropout = hf.get("classifier_dropout")
     if classifier_dropout is not None:
-        classifier_dropout = _rate(hf, "classifier_dropout", 0.0)
+        classifier_dropout = rate(hf, "classifier_dropout", 0.0)
     try:
         return BertConfig(
             vocab_size=ints["vocab_size"],

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxtrans.errors import UserError, describe, json_type
+from jaxtrans.models.config_fields import flag, rate, whole_number
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.vocab import PAD_ID
 
@@ -34,29 +35,11 @@ _UNSUPPORTED = (
 )
 
 
-def _int(hf: dict[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise UserError(f"{key}={value!r}; expected a whole number >= {low}")
-    return value
-
-
-def _rate(hf: dict[str, Any], key: str, default: float) -> float:
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise UserError(f"{key}={value!r}; expected a number in [0, 1)")
-    return float(value)
-
-
-def _flag(hf: dict[str, Any], key: str, default: bool) -> bool:
-    value = hf.get(key, default)
-    if not isinstance(value, bool):
-        raise UserError(f"{key}={value!r}; expected true or false")
-    return value
-
-
 def _same(hf: dict[str, Any], encoder_key: str, decoder_key: str, default: int | None) -> int:
-    encoder, decoder = _int(hf, encoder_key, default), _int(hf, decoder_key, default)
+    encoder, decoder = (
+        whole_number(hf, encoder_key, default),
+        whole_number(hf, decoder_key, default),
+    )
     if encoder != decoder:
         raise UserError(
             f"{encoder_key}={encoder} but {decoder_key}={decoder}; jaxtrans's Transformer "
@@ -86,18 +69,18 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
         raise UserError(
             f"activation_function={act!r} is not supported; use one of {sorted(ACTIVATIONS)}"
         )
-    vocab_size = _int(hf, "vocab_size", None)
-    shared = _flag(hf, "share_encoder_decoder_embeddings", True)
+    vocab_size = whole_number(hf, "vocab_size", None)
+    shared = flag(hf, "share_encoder_decoder_embeddings", True)
     target_vocab_size = vocab_size
     if hf.get("decoder_vocab_size") is not None:
-        target_vocab_size = _int(hf, "decoder_vocab_size")
+        target_vocab_size = whole_number(hf, "decoder_vocab_size")
     if shared and target_vocab_size != vocab_size:
         raise UserError(
             f"decoder_vocab_size={target_vocab_size} differs from vocab_size={vocab_size} "
             "but share_encoder_decoder_embeddings is true; one shared table has one size"
         )
-    pad_id = _int(hf, "pad_token_id", None, low=0)
-    eos_id = _int(hf, "eos_token_id", None, low=0)
+    pad_id = whole_number(hf, "pad_token_id", None, low=0)
+    eos_id = whole_number(hf, "eos_token_id", None, low=0)
     start = hf.get("decoder_start_token_id", pad_id)
     if start != pad_id:
         raise UserError(
@@ -110,8 +93,8 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
                 f"pad_token_id={pad_id}, eos_token_id={eos_id}: need two different ids below "
                 f"{key}={size}"
             )
-    tied = _flag(hf, "tie_word_embeddings", True)
-    d_model = _int(hf, "d_model", 1024)
+    tied = flag(hf, "tie_word_embeddings", True)
+    d_model = whole_number(hf, "d_model", 1024)
     try:
         return TransformerConfig(
             vocab_size=vocab_size + 1,  # + the start token (marian_to_model_ids)
@@ -119,22 +102,22 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
             d_model=d_model,
             num_heads=_same(hf, "encoder_attention_heads", "decoder_attention_heads", 16),
             d_ff=_same(hf, "encoder_ffn_dim", "decoder_ffn_dim", 4096),
-            num_encoder_layers=_int(hf, "encoder_layers", 12),
-            num_decoder_layers=_int(hf, "decoder_layers", 12),
+            num_encoder_layers=whole_number(hf, "encoder_layers", 12),
+            num_decoder_layers=whole_number(hf, "decoder_layers", 12),
             activation=ACTIVATIONS[act],
-            dropout_rate=_rate(hf, "dropout", 0.1),
-            attention_dropout_rate=_rate(hf, "attention_dropout", 0.0),
-            activation_dropout_rate=_rate(hf, "activation_dropout", 0.0),
+            dropout_rate=rate(hf, "dropout", 0.1),
+            attention_dropout_rate=rate(hf, "attention_dropout", 0.0),
+            activation_dropout_rate=rate(hf, "activation_dropout", 0.0),
             norm="post",
             position="sinusoidal",
             sinusoidal_layout="halves",
-            max_len=_int(hf, "max_position_embeddings", 1024),
+            max_len=whole_number(hf, "max_position_embeddings", 1024),
             layer_norm_epsilon=1e-5,  # torch.nn.LayerNorm's default, which Marian uses
             share_embeddings=shared,
             tie_output=tied,
             # An untied projection holds the bias itself (its "bias" parameter).
             final_logits_bias=tied,
-            scale_embeddings=_flag(hf, "scale_embedding", False),
+            scale_embeddings=flag(hf, "scale_embedding", False),
             pad_id=PAD_ID,
         )
     except (ValueError, TypeError) as error:
