@@ -1,5 +1,6 @@
 """Scanned layer stacks (config.scan_layers): one nn.scan over stacked parameters computes
-what the per-layer loop computes, in training, decoding and Hugging Face conversion.
+what the per-layer loop computes, in training, attention plots and Hugging Face
+conversion (cached decoding: test_scan_layers_decoding.py).
 
 Every comparison gives the scanned model the loop model's parameters, stacked by
 jaxtrans.models.layer_stacks, so any difference is the scan's.
@@ -16,10 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import tiny_transformer_config
 
-from jaxtrans.inference.decoding import beam_decode, greedy_decode
-from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert import BertConfig, BertForPretraining
 from jaxtrans.models.layer_stacks import (
@@ -29,7 +27,7 @@ from jaxtrans.models.layer_stacks import (
     unstack_layers,
 )
 from jaxtrans.nn.dropout import Dropout
-from jaxtrans.vocab import EOS_ID, PAD_ID
+from jaxtrans.vocab import PAD_ID
 
 NO_DROPOUT = dict(dropout_rate=0.0, attention_dropout_rate=0.0, activation_dropout_rate=0.0)
 VOCAB = 29
@@ -261,60 +259,6 @@ def test_every_scanned_layer_draws_its_own_dropout_mask():
     assert masks.shape[0] == 3 and 0.3 < masks.mean() < 0.7  # real masks, rate 0.5
     for i in range(1, 3):
         assert not np.array_equal(masks[0], masks[i]), f"layers 0 and {i} share a mask"
-
-
-# Cached decoding.
-
-
-def decoding_model() -> tuple[TransformerConfig, dict]:
-    """A tiny model whose EOS copies the last token's output weights, so hypotheses end
-    at varied steps (random tiny models emit EOS first or never)."""
-    config = tiny_transformer_config("rope", 13, num_encoder_layers=2, num_decoder_layers=3)
-    source = jnp.ones((1, 4), jnp.int32)
-    params = nn.unbox(Transformer(config).init(jax.random.key(1), source, source))["params"]
-    kernel, bias = params["output"]["kernel"], params["output"]["bias"]
-    params["output"] = {
-        "kernel": kernel.at[:, EOS_ID].set(kernel[:, -1]),
-        "bias": bias.at[EOS_ID].set(bias[-1] + 0.01),
-    }
-    return config, params
-
-
-def decoding_sources() -> jnp.ndarray:
-    rng = np.random.default_rng(0)
-    source = rng.integers(3, 13, size=(6, 6))
-    source[0, 4:] = PAD_ID
-    source[2, 2:] = PAD_ID
-    return jnp.asarray(source, jnp.int32)
-
-
-def test_scanned_greedy_and_beam_decoding_give_the_loops_tokens():
-    config, params = decoding_model()
-    scanned, stacked = config.replace(scan_layers=True), stack_layers(params)
-    source, lengths = decoding_sources(), jnp.full((6,), 10, jnp.int32)
-    greedy = greedy_decode(params, source, lengths, config=config, max_len=10)
-    np.testing.assert_array_equal(
-        greedy_decode(stacked, source, lengths, config=scanned, max_len=10), greedy
-    )
-    tokens, scores = beam_decode(params, source, lengths, config=config, max_len=10, beam_size=3)
-    scanned_tokens, scanned_scores = beam_decode(
-        stacked, source, lengths, config=scanned, max_len=10, beam_size=3
-    )
-    np.testing.assert_array_equal(scanned_tokens, tokens)
-    np.testing.assert_allclose(scanned_scores, scores, atol=1e-5, rtol=0)
-    assert len({tuple(row) for row in np.asarray(greedy)}) > 1  # not one repeated output
-
-
-def test_translating_with_a_scanned_model_decodes_layer_by_layer_to_the_same_tokens():
-    config, params = decoding_model()
-    sources = [[5, 6, 7, EOS_ID], [8, 9, EOS_ID], [10, 11, 12, 4, 5, EOS_ID]]  # vocabulary 13
-    for beam_size in (1, 3):
-        looped = translate_ids(config, params, sources, beam_size=beam_size, max_extra_length=6)
-        scanned = translate_ids(
-            config.replace(scan_layers=True), stack_layers(params), sources,
-            beam_size=beam_size, max_extra_length=6,
-        )  # fmt: skip
-        assert scanned == looped
 
 
 def test_attention_plots_read_a_scanned_model_layer_by_layer():
