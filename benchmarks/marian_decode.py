@@ -101,14 +101,19 @@ def jaxtrans_child(args, vocab: int) -> dict:
         )  # fmt: skip
         return np.asarray(tokens)
 
+    timed = first_and_second_call(run)
+    timed["tokens"] = np.argsort(to_model)[timed["tokens"]].tolist()  # back to Marian ids
+    return timed
+
+
+def first_and_second_call(run) -> dict:
+    """The first call's time (compilation or warm-up), the second's, and the tokens."""
     start = time.perf_counter()
     tokens = run()
-    compile_seconds = time.perf_counter() - start
+    first_call = time.perf_counter() - start
     start = time.perf_counter()
     run()
-    seconds = time.perf_counter() - start
-    marian = np.argsort(to_model)[tokens]  # back to Marian ids
-    return {"seconds": seconds, "first_call": compile_seconds, "tokens": marian.tolist()}
+    return {"seconds": time.perf_counter() - start, "first_call": first_call, "tokens": tokens}
 
 
 def torch_child(args, vocab: int) -> dict:
@@ -127,13 +132,9 @@ def torch_child(args, vocab: int) -> dict:
         )  # fmt: skip
         return out[:, 1:]  # without the start token
 
-    start = time.perf_counter()
-    tokens = run()
-    first_call = time.perf_counter() - start
-    start = time.perf_counter()
-    run()
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "first_call": first_call, "tokens": tokens.tolist()}
+    timed = first_and_second_call(run)
+    timed["tokens"] = timed["tokens"].tolist()
+    return timed
 
 
 def child(args, way: str, beam: int) -> dict:
