@@ -1,7 +1,7 @@
 """BERT in the training loop: pretraining through train.py with MLM/NSP metrics, exact
 resume, fine-tuning from a Hugging Face checkpoint and from a pretraining workdir,
-evaluation reports checked against NumPy, init_from errors, GLUE from TFDS, BERT-base
-shapes and step FLOPs."""
+evaluation reports checked against NumPy, init_from errors. (GLUE from TFDS:
+test_bert_glue.py; BERT-base shapes and step FLOPs: test_bert_flops.py.)"""
 
 import dataclasses
 import json
@@ -13,7 +13,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built her
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -28,12 +27,11 @@ from jaxtrans.errors import UserError
 from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
 from jaxtrans.tasks import evaluate_workdir, load_task, restore_task, train_and_evaluate
 from jaxtrans.tasks.bert import FINE_TUNING_FIELDS, bert_config
-from jaxtrans.tasks.bert_pretraining import BertPretrainingTask
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from configs import bert_base, bert_classify, bert_demo  # noqa: E402
+from configs import bert_classify, bert_demo  # noqa: E402
 
 # configs/bert_demo.py shrunk to seconds; the same overrides go to train.py as flags.
 # A copy: the module's compilation cache is added to it below.
@@ -485,117 +483,3 @@ def test_fine_tuning_without_init_from_is_a_user_error(sentiment_files, tmp_path
     config = classification_config("", *sentiment_files)
     with pytest.raises(UserError, match="init_from is required"):
         load_task(config, str(tmp_path))
-
-
-# ---------------------------------------------------------------------------------------
-# GLUE from TFDS, offline
-
-
-@pytest.fixture(scope="module")
-def glue_dir(tmp_path_factory):
-    tfds = pytest.importorskip("tensorflow_datasets")
-
-    class JaxtransTinyGlue(tfds.core.GeneratorBasedBuilder):
-        """Sentence pairs with the features and splits of glue/mrpc."""
-
-        VERSION = tfds.core.Version("1.0.0")
-        BUILDER_CONFIGS = [tfds.core.BuilderConfig(name="mrpc")]
-
-        def _info(self):
-            return tfds.core.DatasetInfo(
-                builder=self,
-                features=tfds.features.FeaturesDict(
-                    {
-                        "sentence1": tfds.features.Text(),
-                        "sentence2": tfds.features.Text(),
-                        "label": tfds.features.ClassLabel(names=["not_equivalent", "equivalent"]),
-                        "idx": np.int32,
-                    }
-                ),
-            )
-
-        def _split_generators(self, dl_manager):
-            return {
-                "train": self._generate_examples(6, labelled=True),
-                "validation": self._generate_examples(3, labelled=True),
-                "test": self._generate_examples(2, labelled=False),
-            }
-
-        def _generate_examples(self, n, labelled):
-            for i in range(n):
-                yield (
-                    i,
-                    {
-                        "sentence1": f"first {i}",
-                        "sentence2": f"second {i}",
-                        "label": i % 2 if labelled else -1,
-                        "idx": i,
-                    },
-                )
-
-    directory = str(tmp_path_factory.mktemp("tfds"))
-    tfds.builder("jaxtrans_tiny_glue/mrpc", data_dir=directory).download_and_prepare(
-        file_format="array_record"
-    )
-    return directory
-
-
-def test_glue_pairs_and_label_names_come_from_a_prepared_tfds_dataset(glue_dir):
-    from jaxtrans.data.glue import glue_examples, glue_labels
-
-    assert glue_labels("jaxtrans_tiny_glue/mrpc", glue_dir) == ["not_equivalent", "equivalent"]
-    dev = glue_examples("jaxtrans_tiny_glue/mrpc", "dev", glue_dir)
-    assert sorted((e.text, e.text_b, e.label) for e in dev) == [
-        ("first 0", "second 0", "not_equivalent"),
-        ("first 1", "second 1", "equivalent"),
-        ("first 2", "second 2", "not_equivalent"),
-    ]
-    assert len(glue_examples("jaxtrans_tiny_glue/mrpc", "train", glue_dir)) == 6
-    with pytest.raises(UserError, match="not public"):
-        glue_examples("jaxtrans_tiny_glue/mrpc", "test", glue_dir)
-
-
-def test_an_unprepared_glue_task_is_a_user_error_not_a_download(glue_dir, tmp_path):
-    from jaxtrans.data.glue import glue_examples
-
-    with pytest.raises(UserError, match="not prepared .*tfds build"):
-        glue_examples("jaxtrans_tiny_glue/mrpc", "train", str(tmp_path))
-    with pytest.raises(UserError, match="stsb is not a GLUE classification task"):
-        glue_examples("glue/stsb", "train", glue_dir)
-
-
-# ---------------------------------------------------------------------------------------
-# Shapes and FLOPs
-
-
-def test_bert_base_config_has_the_parameters_of_huggingface_bert_base():
-    config = bert_base.get_config()
-    model_config = bert_config({**config.model.to_dict(), "vocab_size": 30522, "pad_id": 0})
-    ids = jnp.ones((1, 8), jnp.int32)
-    shapes = jax.eval_shape(
-        lambda: BertForPretraining(model_config).init(jax.random.key(0), ids)["params"]
-    )
-    ours = sum(np.prod(x.shape) for x in jax.tree.leaves(nn.unbox(shapes)))
-    with torch.device("meta"):
-        reference = transformers.BertForPreTraining(transformers.BertConfig())
-    assert ours == sum(p.numel() for p in reference.parameters())  # tied decoder counted once
-
-
-def test_pretraining_step_flops_match_xla_matmul_count():
-    """The analytic matmul count against XLA's cost analysis of one forward pass, with ReLU
-    and shapes where elementwise work (softmax, LayerNorm, biases) stays under 2%."""
-    config = bert_demo.get_config()
-    config.update_from_flattened_dict(
-        {"model.d_model": 256, "model.d_ff": 1024, "model.num_layers": 2,
-         "model.activation": "relu",
-         "data.batch_size": 2, "data.max_seq_length": 64, "data.max_predictions_per_seq": 10}
-    )  # fmt: skip
-    model_config = bert_config({**config.model.to_dict(), "vocab_size": 1000, "pad_id": 0})
-    task = BertPretrainingTask(config, model_config, tokenizer=None)
-    ids, positions = jnp.ones((2, 64), jnp.int32), jnp.zeros((2, 10), jnp.int32)
-    params = jax.eval_shape(
-        lambda: nn.unbox(task.model.init(jax.random.key(0), ids, masked_positions=positions))
-    )["params"]
-    forward = jax.jit(lambda p: task.model.apply({"params": p}, ids, ids, ids, positions))
-    xla = forward.lower(params).cost_analysis()["flops"]
-    assert task.step_flops() / 3 == pytest.approx(xla, rel=0.02)
