@@ -70,6 +70,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds-batch", type=int, default=64, help="pairs per seeds step")
     parser.add_argument("--seeds-warmup", type=int, default=4000, help="Noam warmup steps")
     parser.add_argument("--skip", choices=["seeds", "jaxtrans"], help="run one way only")
+    parser.add_argument(
+        "--splits", default="dev,test",
+        help="splits decoded after training: 'dev' alone while choosing settings",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cpus", default="",
+        help="run on these CPUs only, e.g. '0' or '0,1' (both ways and their children)",
+    )  # fmt: skip
     parser.add_argument("--outdir", default="", help="workdirs and results (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
     parser.add_argument("--child", choices=["seeds"], help=argparse.SUPPRESS)
@@ -135,6 +143,7 @@ def seeds_child(args) -> dict:
     from jaxtrans.inference.bleu import corpus_scores
 
     budget = args.minutes * 60
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # as many threads as CPUs given
     data_config = get_data_config()
     data_config.update_from_flattened_dict(
         {key.split(".", 1)[1]: value for key, value in shared_data_settings(args).items()}
@@ -222,7 +231,7 @@ def seeds_child(args) -> dict:
               "train_minutes": trained_minutes, "final_loss": loss}  # fmt: skip
     decode_start = time.monotonic()
     target_lang = languages(args)[1 - int(args.reverse)]
-    for split in ("dev", "test"):
+    for split in args.splits.split(","):
         split_pairs = read_split(data_config, split).pairs
         hypotheses = naive_greedy([p.source for p in split_pairs])
         scores = corpus_scores(hypotheses, [p.target for p in split_pairs], target_lang)
@@ -273,11 +282,12 @@ def run_jaxtrans(args) -> dict:
     lines = metrics_lines(workdir)
     steps = max(line["step"] for line in lines if "step" in line)
     train_losses = [line["loss"] for line in lines if "loss" in line and "split" not in line]
-    result = {"way": f"jaxtrans ({os.path.basename(args.config)})", "steps": steps,
+    way = ", ".join([os.path.basename(args.config), *args.set])
+    result = {"way": f"jaxtrans ({way})", "steps": steps,
               "target_tokens": tokens_seen(lines), "train_minutes": train_minutes,
               "final_loss": train_losses[-1] if train_losses else math.nan}  # fmt: skip
     decode_start = time.monotonic()
-    for split in ("dev", "test"):
+    for split in args.splits.split(","):
         for name, beam in (("greedy", 1), ("beam4", 4)):
             subprocess.run(
                 [sys.executable, "evaluate.py", "--workdir", workdir, "--split", split,
@@ -326,6 +336,12 @@ def main(argv=None) -> int:
         args.minutes, args.vocab_size, args.max_length = 0.25, 400, 32
         args.seeds_warmup = 100
         args.set = [*args.set, "optimizer.warmup_steps=100", "train.eval_every=0"]
+    if args.cpus:
+        cpus = {int(cpu) for cpu in args.cpus.split(",")}
+        os.sched_setaffinity(0, cpus)  # inherited by every child process
+    if set(args.splits.split(",")) - {"dev", "test"}:
+        print(f"error: --splits {args.splits}: use dev, test or dev,test", file=sys.stderr)
+        return 2
     if args.child == "seeds":
         print("RESULT " + json.dumps(seeds_child(args)), flush=True)
         return 0
