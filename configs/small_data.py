@@ -61,7 +61,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.keep_checkpoints = 5
 
     config.eval.beam_size = 4
-    config.eval.alpha = 0.6
+    config.eval.alpha = 1.0
     config.eval.batch_size = 100
     config.eval.dev_sentences = 200
     return config
