@@ -1,0 +1,1 @@
+"""Question-answering data: SQuAD files, windows with answer positions, the generated story demo."""

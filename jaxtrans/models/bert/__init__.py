@@ -1,0 +1,1 @@
+"""BERT: the model and its heads, Hugging Face directories in and out."""

@@ -1,0 +1,1 @@
+"""Marian (opus-mt): config.json, Hugging Face directories in and out."""
