@@ -12,8 +12,8 @@ a GPU with the base model in bfloat16:
 
 Step time: the loop's way (steps dispatched back to back, one wait at the end), the
 median over --repeats groups of --steps steps. MFU = counted model FLOPs
-(jaxtrans.training.flops) / step time / (devices x the measured matmul rate); the vendor
-peak (jaxtrans.training.flops.PEAK_FLOPS) is shown beside it when the device is known.
+(jaxtrans.training.mfu) / step time / (devices x the measured matmul rate); the vendor
+peak (jaxtrans.training.mfu.PEAK_FLOPS) is shown beside it when the device is known.
 Beam search uses freshly initialised parameters, so every hypothesis runs to its length
 limit (source length + 50): a lower bound on sentences/s.
 """
@@ -143,7 +143,7 @@ def child(spec: dict) -> dict:
     import jax
 
     if spec["kind"] == "matmul":
-        from jaxtrans.training.flops import device_peak_flops
+        from jaxtrans.training.mfu import device_peak_flops
 
         return {
             "flop/s": matmul_rate(spec["dtype"], spec["size"]),

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import steps
 
-from jaxtrans.data.vocab import BOS_ID, PAD_ID
+from jaxtrans.data.reserved_pieces import BOS_ID, PAD_ID
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
 from jaxtrans.models import Transformer
 

@@ -20,15 +20,11 @@ import time
 
 import numpy as np
 
-from jaxtrans.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    get_data_config,
-    load_or_train_tokenizer,
-    train_iterator,
-    training_pairs,
-)
+from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.pipeline import train_iterator
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 
 DEFAULT_DATA = os.path.normpath(
     os.path.join(

@@ -87,7 +87,7 @@ def jaxtrans_child(args, vocab: int) -> dict:
     import numpy as np
 
     from jaxtrans.inference.decoding import generate
-    from jaxtrans.models.marian import from_huggingface, marian_to_model_ids
+    from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids
 
     config, params = from_huggingface(args.model)
     to_model = marian_to_model_ids(vocab, vocab - 1, 0)

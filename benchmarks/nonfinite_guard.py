@@ -28,8 +28,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from configs import demo  # noqa: E402
-from jaxtrans.data.vocab import NUM_RESERVED_IDS, PAD_ID  # noqa: E402
-from jaxtrans.tasks.translation import TranslationTask, model_config_of  # noqa: E402
+from jaxtrans.data.reserved_pieces import NUM_RESERVED_IDS, PAD_ID  # noqa: E402
+from jaxtrans.tasks.translation.translation_task import TranslationTask, model_config_of  # noqa: E402
 from jaxtrans.training import sharding  # noqa: E402
 from jaxtrans.training.optimizer import make_optimizer  # noqa: E402
 from jaxtrans.training.state import init_train_state  # noqa: E402

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from jaxtrans.data.vocab import NUM_RESERVED_IDS, PAD_ID
+from jaxtrans.data.reserved_pieces import NUM_RESERVED_IDS, PAD_ID
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
@@ -179,7 +179,7 @@ def jaxtrans_step(
 
 
 def train_step_flops(config: TransformerConfig, shapes: Shapes) -> float:
-    """Counted model FLOPs of one step (jaxtrans.training.flops), padding included."""
+    """Counted model FLOPs of one step (jaxtrans.training.mfu), padding included."""
     return translation_task(config, shapes).step_flops()
 
 

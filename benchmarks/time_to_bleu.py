@@ -93,7 +93,7 @@ def data_files(args) -> dict[str, str]:
 
 
 def write_demo_files(args) -> None:
-    from jaxtrans.data.demo_corpus import demo_split
+    from jaxtrans.data.translation.demo import demo_split
 
     sizes = {"train": 3000, "dev": 40, "test": 40} if args.quick else {
         "train": 20_000, "dev": 500, "test": 500}  # fmt: skip
@@ -136,10 +136,11 @@ def seeds_child(args) -> dict:
     import torch.nn.functional as F
     from input_pipeline import padded_random_batches
 
-    from jaxtrans.data import get_data_config, load_or_train_tokenizer
-    from jaxtrans.data import training_pairs as read_pairs
-    from jaxtrans.data.sources import read_split
-    from jaxtrans.data.vocab import BOS_ID, EOS_ID, PAD_ID
+    from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+    from jaxtrans.data.translation.data_config import get_data_config
+    from jaxtrans.data.translation.sources import read_split
+    from jaxtrans.data.translation.sources import training_pairs as read_pairs
+    from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
     from jaxtrans.inference.bleu import corpus_scores
 
     budget = args.minutes * 60

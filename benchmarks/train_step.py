@@ -16,7 +16,7 @@ shared machine falls on both alike; the table reports medians and their ratio.
 Rows: jaxtrans (the layers looped, one block per layer); jaxtrans, N CPU devices (the
 CPU split into N JAX devices and the batch over them, the loop's data-parallel mesh);
 with --scan_layers, jaxtrans, scan layers (each stack one nn.scan, model.scan_layers);
-torch. GFLOP/s are the counted model FLOPs (jaxtrans.training.flops) over the median
+torch. GFLOP/s are the counted model FLOPs (jaxtrans.training.mfu) over the median
 step time; the ceiling they are compared with is the faster of a JAX and a PyTorch
 float32 2048 x 2048 matrix multiply, timed once a round in the jaxtrans and the torch
 process. CPU s/step is the process's CPU time per step (all threads): on a machine

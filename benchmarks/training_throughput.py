@@ -32,8 +32,11 @@ import steps
 import torch
 from input_pipeline import DEFAULT_DATA, padded_random_batches
 
-from jaxtrans.data import PAD_ID, get_data_config, load_or_train_tokenizer, train_iterator
-from jaxtrans.data import training_pairs as read_pairs
+from jaxtrans.data.reserved_pieces import PAD_ID
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.pipeline import train_iterator
+from jaxtrans.data.translation.sources import training_pairs as read_pairs
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 
 Batch = dict[str, np.ndarray]
 

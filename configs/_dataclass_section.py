@@ -1,7 +1,7 @@
 """A run config's section made from a frozen dataclass's defaults.
 
 The model dataclasses (``jaxtrans.nn.BlockConfig``, ``jaxtrans.models.TransformerConfig``,
-``jaxtrans.models.bert.BertConfig``) are the one place a model field's name, default and
+``jaxtrans.models.bert.bert_model.BertConfig``) are the one place a model field's name, default and
 description live; a config file takes its ``model`` section from them and writes down only
 the values that differ (docs/generate_configuration.py shows each field's comment from
 the dataclass).

@@ -10,7 +10,7 @@ Shared 32k SentencePiece vocabulary, Adam(0.9, 0.98, 1e-9) with the Noam schedul
 import ml_collections
 
 from configs._dataclass_section import dataclass_section
-from jaxtrans.data.config import get_data_config
+from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.training import sharding
 

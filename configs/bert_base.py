@@ -18,8 +18,8 @@ import ml_collections
 
 from configs import base
 from configs._dataclass_section import dataclass_section
-from jaxtrans.data.bert_config import get_bert_data_config
-from jaxtrans.models.bert import BertConfig
+from jaxtrans.data.bert.bert_data_config import get_bert_data_config
+from jaxtrans.models.bert.bert_model import BertConfig
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -46,7 +46,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.seed = 0
     # Model shape and regularisation.
     config.model = get_model_config()
-    # Text, tokenizer, masking and batching (jaxtrans.data.bert_config).
+    # Text, tokenizer, masking and batching (jaxtrans.data.bert.bert_data_config).
     config.data = get_bert_data_config()
     config.data.vocab_size = 30_000
     config.data.character_coverage = 0.9995

@@ -12,15 +12,15 @@ decay, batch 32, dropout 0.1, sequences of 128 tokens.
 
 Data: TSV (label<TAB>text[<TAB>text_b]) or JSONL ({"label", "text", "text_b"}) files, or a
 prepared TFDS GLUE task (--config.data.classification_tfds=glue/sst2, see
-jaxtrans.data.glue). Dev accuracy (and F1 for two labels) is logged at every evaluation.
+jaxtrans.data.bert.glue). Dev accuracy (and F1 for two labels) is logged at every evaluation.
 """
 
 import ml_collections
 
 from configs import bert_base
 from configs._dataclass_section import dataclass_section
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.tasks.bert import FINE_TUNING_FIELDS
+from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 
 
 def get_model_config() -> ml_collections.ConfigDict:

@@ -15,7 +15,7 @@ sequences of 128 word pieces, about 3 epochs (CoNLL-2003 English: 14,041 sentenc
     echo "Angela Merkel visited Paris." | python evaluate.py --workdir runs/conll03 --input -
 
 Files: one word a line with its tag in the last column, a blank line between sentences
-(jaxtrans.data.conll); tags in --config.data.tag_scheme (bio, iob1 or iobes). Dev entity
+(jaxtrans.data.ner.conll); tags in --config.data.tag_scheme (bio, iob1 or iobes). Dev entity
 precision, recall and F1 (conlleval's) are logged at every evaluation.
 """
 
@@ -23,8 +23,8 @@ import ml_collections
 
 from configs import bert_base
 from configs._dataclass_section import dataclass_section
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.tasks.bert import FINE_TUNING_FIELDS
+from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 
 
 def get_model_config() -> ml_collections.ConfigDict:

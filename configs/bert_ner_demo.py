@@ -6,7 +6,7 @@ minutes on a CPU, nothing downloaded.
     echo "Talia Renvik flew from Port Elvara to Brastad ." | \\
         python evaluate.py --workdir runs/ner_demo --input -
 
-The corpus (jaxtrans.data.ner_demo) holds invented people, places and organisations in
+The corpus (jaxtrans.data.ner.demo) holds invented people, places and organisations in
 news-like sentences; dev and test use names held out of training. A fresh 2-layer model
 of width 128 (no init_from) with a SentencePiece vocabulary trained on the training
 sentences reaches a dev entity F1 above 0.9 (docs/bert.md).
@@ -16,7 +16,7 @@ import ml_collections
 
 from configs import bert_ner
 from configs._dataclass_section import dataclass_section
-from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.bert.bert_model import BertConfig
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -20,8 +20,8 @@ import ml_collections
 
 from configs import bert_base
 from configs._dataclass_section import dataclass_section
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.tasks.bert import FINE_TUNING_FIELDS
+from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 
 
 def get_model_config() -> ml_collections.ConfigDict:

@@ -5,7 +5,7 @@
 
 A small BERT (4 pre-norm layers of width 64, rotary positions, no dropout) with a BPE
 vocabulary trained on the stories learns to find one person's surname, or the person with
-a job, among three (jaxtrans/data/qa_demo.py); a fifth of the questions are unanswerable
+a job, among three (jaxtrans/data/qa/demo.py); a fifth of the questions are unanswerable
 (SQuAD 2.0). Dev questions ask for pairs no training story holds. docs/bert.md gives the
 measured exact match and time: 0.998 with seed 0 in about 3 minutes, but with other seeds
 the model learns only one of the two kinds of question within the 2000 steps (0.52, 0.62

@@ -18,7 +18,7 @@ import ml_collections
 from configs import base
 from configs._dataclass_section import dataclass_section
 from jaxtrans.models.transformer import TransformerConfig
-from jaxtrans.tasks.translation_init import FINE_TUNING_FIELDS
+from jaxtrans.tasks.translation.translation_init import FINE_TUNING_FIELDS
 
 DROPOUT_FIELDS = ("dropout_rate", "attention_dropout_rate", "activation_dropout_rate")
 

@@ -5,7 +5,8 @@
 
 Every config file's ``get_config()`` is called; every leaf key is listed with its value
 in each config and the comment written above (or beside) the line that first set it,
-wherever that line is (``configs/base.py``, ``jaxtrans/data/config.py``, ...). The fields
+wherever that line is (``configs/base.py``, ``jaxtrans/data/translation/data_config.py``, ...).
+The fields
 of a section made by ``configs._dataclass_section.dataclass_section`` (the ``model``
 sections) are described by their dataclass instead: the comment above the field where the
 class hierarchy first declares it, followed by the comment of a subclass that redeclares

@@ -1,6 +1,6 @@
 """``python -m jaxtrans.export``: a trained workdir -> a Hugging Face model directory:
-Marian for translation runs (jaxtrans.tasks.translation_export), BERT for BERT runs
-(jaxtrans.tasks.bert_export)."""
+Marian for translation runs (jaxtrans.tasks.translation.translation_export), BERT for BERT runs
+(jaxtrans.tasks.bert.bert_export)."""
 
 import sys
 

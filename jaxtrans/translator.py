@@ -16,8 +16,8 @@ from jaxtrans import tasks
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.translate import translate
-from jaxtrans.tasks.decoding_settings import decoding_settings, target_language
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.decoding_settings import decoding_settings, target_language
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.workdir import huggingface_model_type
 
 

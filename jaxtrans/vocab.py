@@ -1,6 +1,6 @@
 """Reserved token ids: the one definition every layer uses.
 
-Every vocabulary jaxtrans trains or loads numbers these the same (jaxtrans.data.vocab
+Every vocabulary jaxtrans trains or loads numbers these the same (jaxtrans.data.reserved_pieces
 reserves their pieces in SentencePiece models); the masks treat padding as "not a token",
 the decoders start from BOS and stop at EOS.
 """

@@ -14,7 +14,7 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state

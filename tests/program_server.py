@@ -160,7 +160,7 @@ def serve() -> None:
     # What train.py and evaluate.py import; no JAX backend is started, so forking is safe.
     import jaxtrans.programs.evaluate  # noqa: F401
     import jaxtrans.programs.train  # noqa: F401
-    import jaxtrans.tasks.translation  # noqa: F401
+    import jaxtrans.tasks.translation.translation_task  # noqa: F401
     import jaxtrans.training.loop  # noqa: F401
 
     finished: dict[int, int] = {}

@@ -16,7 +16,7 @@ import ml_collections
 
 from jaxtrans.models import TransformerConfig
 from jaxtrans.nn.blocks import EncoderBlock
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state

@@ -4,6 +4,9 @@
 
 foundation: errors.py, vocab.py, workdir.py, checkpoints.py (they import no other layer).
 data, training and inference are siblings: none imports another.
+Inside data, the task-data folders (translation/, bert/, ner/, qa/) never import one
+another; all may use tokenizers/ and the shared modules at data's root, and tokenizers/
+imports no task-data folder.
 """
 
 import ast
@@ -35,7 +38,7 @@ LAYERS = {
 MAX_LINES = 400
 LONG_MODULES = {
     # The demo corpus's grammar, lexicon and sentence generator: one concern, mostly data.
-    "jaxtrans/data/demo_corpus.py": "the built-in demo grammar",
+    "jaxtrans/data/translation/demo.py": "the built-in demo grammar",
 }
 
 
@@ -90,6 +93,33 @@ def violations(path: str, name: str, source: str) -> list[str]:
     return wrong
 
 
+# The folders of jaxtrans/data that hold one kind of data each.
+TASK_DATA = ("translation", "bert", "ner", "qa")
+
+
+def data_folder(module: str) -> str | None:
+    """The folder of jaxtrans.data a module is in (``tokenizers``, a TASK_DATA name), or
+    None for data's shared root modules and modules outside data."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "data" and parts[2] in (*TASK_DATA, "tokenizers"):
+        return parts[2]
+    return None
+
+
+def data_violations(path: str, name: str, source: str) -> list[str]:
+    """Imports of one data module that cross between task-data folders, or from
+    tokenizers/ into one."""
+    own = data_folder(name)
+    if own is None:
+        return []
+    wrong = []
+    for line, target in imported_modules(name, source, path.endswith("__init__.py")):
+        other = data_folder(target)
+        if other in TASK_DATA and other != own:
+            wrong.append(f"{path}:{line} (data/{own}) imports {target} (data/{other})")
+    return wrong
+
+
 def test_every_module_of_the_package_has_a_layer():
     unplaced = [
         p for p in modules() if module_name(p) != "jaxtrans" and not layer_of(module_name(p))
@@ -103,6 +133,39 @@ def test_imports_never_run_back_up_the_layers():
         with open(os.path.join(REPO, path), encoding="utf-8") as f:
             wrong += violations(path, module_name(path), f.read())
     assert not wrong, "imports against the layer order:\n" + "\n".join(wrong)
+
+
+def test_task_data_folders_never_import_one_another():
+    wrong = []
+    for path in modules():
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            wrong += data_violations(path, module_name(path), f.read())
+    assert not wrong, "imports between the folders of jaxtrans/data:\n" + "\n".join(wrong)
+
+
+def test_the_data_rule_catches_crossings_and_allows_shared_modules():
+    crossing = "from jaxtrans.data.ner import conll\n"
+    assert data_violations("data/qa/p.py", "jaxtrans.data.qa.p", crossing) == [
+        "data/qa/p.py:1 (data/qa) imports jaxtrans.data.ner (data/ner)"
+    ]
+    into = "def f():\n    from jaxtrans.data.translation.sources import x\n"
+    assert data_violations("data/tokenizers/p.py", "jaxtrans.data.tokenizers.p", into)
+    shared = (
+        "from jaxtrans.data import reserved_pieces\nfrom jaxtrans.data.tokenizers import words\n"
+        "from jaxtrans.data.iterators import x\nfrom jaxtrans.data.bert import glue\n"
+    )
+    assert data_violations("data/bert/p.py", "jaxtrans.data.bert.p", shared) == []
+
+
+def test_no_two_modules_of_the_package_share_a_file_name():
+    # demo.py is the one name each task-data folder gives its built-in corpus.
+    by_name: dict[str, list[str]] = {}
+    for path in modules():
+        name = os.path.basename(path)
+        if name not in ("__init__.py", "demo.py"):
+            by_name.setdefault(name, []).append(path)
+    twice = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not twice, f"rename one of each: {twice}"
 
 
 def test_the_import_walk_catches_lazy_imports_and_sibling_imports():

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.huggingface import from_huggingface, shard_files
-from jaxtrans.tasks import bert_init
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, shard_files
+from jaxtrans.tasks.bert import bert_init
 
 # A BERT config.json small enough to build in a test (no weights are read before it).
 CONFIG = {
@@ -314,8 +314,8 @@ def test_evaluate_py_on_a_bert_workdir_with_a_damaged_tokenizer_config_exits_2(t
     from conftest import REPO
     from reliability_runs import run_program
 
-    from jaxtrans.models.bert import BertConfig
-    from jaxtrans.tasks.bert import resolve_run_config
+    from jaxtrans.models.bert.bert_model import BertConfig
+    from jaxtrans.tasks.bert.bert_task import resolve_run_config
     from jaxtrans.workdir import save_run_config
 
     if REPO not in sys.path:

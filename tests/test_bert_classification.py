@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import transformers
 
-from jaxtrans.data.classification import (
+from jaxtrans.data.bert.classification import (
     EncodeExample,
     LabelledText,
     evaluation_batches,
@@ -20,7 +20,7 @@ from jaxtrans.data.classification import (
     read_labelled_texts,
     training_batches,
 )
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 
 VOCAB = "[PAD] [UNK] [CLS] [SEP] [MASK] the a quick brown fox dog jumps over lazy cat sat on mat"

@@ -7,21 +7,21 @@ import re
 import numpy as np
 import pytest
 
-from jaxtrans.data import vocab
-from jaxtrans.data.bert_config import get_bert_data_config
-from jaxtrans.data.bert_demo import NAMES, demo_documents, write_demo_corpus
-from jaxtrans.data.bert_examples import BATCH_KEYS, read_documents
-from jaxtrans.data.bert_pipeline import (
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.bert.bert_data_config import get_bert_data_config
+from jaxtrans.data.bert.bert_pipeline import (
     local_batch_size,
     pretraining_documents,
     pretraining_eval_batches,
     pretraining_train_iterator,
 )
-from jaxtrans.data.bert_tokenizer import (
+from jaxtrans.data.bert.demo import NAMES, demo_documents, write_demo_corpus
+from jaxtrans.data.bert.pretraining_examples import BATCH_KEYS, read_documents
+from jaxtrans.data.tokenizers.bert_tokenizer import (
     SentencePieceBertTokenizer,
     load_or_train_bert_tokenizer,
 )
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from jaxtrans.data.bert_examples import (
+from jaxtrans.data.bert.pretraining_examples import (
     BATCH_KEYS,
     PretrainingOptions,
     TokenizedCorpus,
@@ -21,7 +21,7 @@ from jaxtrans.data.bert_examples import (
     read_documents,
     truncate_pair,
 )
-from jaxtrans.data.vocab import CLS_ID, MASK_ID, NUM_RESERVED_IDS, PAD_ID, SEP_ID
+from jaxtrans.data.reserved_pieces import CLS_ID, MASK_ID, NUM_RESERVED_IDS, PAD_ID, SEP_ID
 from jaxtrans.errors import UserError
 
 MAX_SENTENCES = 10

@@ -17,21 +17,21 @@ import torch
 import transformers
 from conftest import REPO, TINY_PRETRAINING
 
-from jaxtrans.data.bert_tokenizer import SentencePieceBertTokenizer
-from jaxtrans.data.huggingface_tokenizer import write_huggingface_tokenizer
-from jaxtrans.data.sentencepiece_training import train_sentencepiece
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.bert_tokenizer import SentencePieceBertTokenizer
+from jaxtrans.data.tokenizers.huggingface_tokenizer_files import write_huggingface_tokenizer
+from jaxtrans.data.tokenizers.sentencepiece_training import train_sentencepiece
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.export import main
-from jaxtrans.models.bert import (
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
+from jaxtrans.models.bert.bert_model import (
     BertConfig,
     BertForClassification,
     BertForPretraining,
     BertForQuestionAnswering,
     BertForTokenClassification,
 )
-from jaxtrans.models.huggingface import from_huggingface
 from jaxtrans.tasks import restore_task, train_and_evaluate
-from jaxtrans.tasks.bert_export import write_model_files
+from jaxtrans.tasks.bert.bert_export import write_model_files
 
 TOL = 1e-5
 SMALL = dict(vocab_size=99, d_model=32, num_heads=4, d_ff=37, num_layers=2, max_len=24)

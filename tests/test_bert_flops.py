@@ -14,9 +14,9 @@ import pytest
 import torch
 import transformers
 
-from jaxtrans.models.bert import BertForPretraining
-from jaxtrans.tasks.bert import bert_config
-from jaxtrans.tasks.bert_pretraining import BertPretrainingTask
+from jaxtrans.models.bert.bert_model import BertForPretraining
+from jaxtrans.tasks.bert.bert_pretraining import BertPretrainingTask
+from jaxtrans.tasks.bert.bert_task import bert_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)

@@ -57,7 +57,7 @@ def glue_dir(tmp_path_factory):
 
 
 def test_glue_pairs_and_label_names_come_from_a_prepared_tfds_dataset(glue_dir):
-    from jaxtrans.data.glue import glue_examples, glue_labels
+    from jaxtrans.data.bert.glue import glue_examples, glue_labels
 
     assert glue_labels("jaxtrans_tiny_glue/mrpc", glue_dir) == ["not_equivalent", "equivalent"]
     dev = glue_examples("jaxtrans_tiny_glue/mrpc", "dev", glue_dir)
@@ -72,7 +72,7 @@ def test_glue_pairs_and_label_names_come_from_a_prepared_tfds_dataset(glue_dir):
 
 
 def test_an_unprepared_glue_task_is_a_user_error_not_a_download(glue_dir, tmp_path):
-    from jaxtrans.data.glue import glue_examples
+    from jaxtrans.data.bert.glue import glue_examples
 
     with pytest.raises(UserError, match="not prepared .*tfds build"):
         glue_examples("jaxtrans_tiny_glue/mrpc", "train", str(tmp_path))

@@ -18,14 +18,14 @@ import transformers
 from safetensors.numpy import load_file, save_file
 
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import (
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+from jaxtrans.models.bert.bert_model import (
     BertForClassification,
     BertForPretraining,
     BertForQuestionAnswering,
     BertForTokenClassification,
     BertModel,
 )
-from jaxtrans.models.huggingface import from_huggingface, graft_params
 
 TOL = 1e-5
 SMALL = dict(

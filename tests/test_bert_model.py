@@ -6,7 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxtrans.models.bert import BertConfig, BertForClassification, BertForPretraining, BertModel
+from jaxtrans.models.bert.bert_model import (
+    BertConfig,
+    BertForClassification,
+    BertForPretraining,
+    BertModel,
+)
 
 SMALL = BertConfig(
     vocab_size=40, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=12, num_labels=3

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import transformers
 
-from jaxtrans.data.conll import TaggedSentence, entity_types, read_conll, write_conll
-from jaxtrans.data.ner_demo import demo_sentences
-from jaxtrans.data.token_classification import (
+from jaxtrans.data.ner.conll import TaggedSentence, entity_types, read_conll, write_conll
+from jaxtrans.data.ner.demo import demo_sentences
+from jaxtrans.data.ner.token_classification import (
     TaggedData,
     evaluation_batches,
     model_labels,
@@ -23,7 +23,7 @@ from jaxtrans.data.token_classification import (
     training_batches,
     word_predictions,
 )
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.inference.entities import convert_tags, entity_spans
 

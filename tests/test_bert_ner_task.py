@@ -21,13 +21,13 @@ import transformers
 from seqeval.metrics import f1_score, precision_score, recall_score
 
 from jaxtrans import tasks
-from jaxtrans.data.conll import TaggedSentence, write_conll
-from jaxtrans.data.ner_demo import demo_sentences
-from jaxtrans.data.words import split_words
+from jaxtrans.data.ner.conll import TaggedSentence, write_conll
+from jaxtrans.data.ner.demo import demo_sentences
+from jaxtrans.data.tokenizers.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.export import main as export_main
 from jaxtrans.inference.entities import convert_tags, count_entities, entity_spans
-from jaxtrans.models.huggingface import from_huggingface
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
 from jaxtrans.programs.evaluate import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

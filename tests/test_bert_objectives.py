@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtrans.models.bert import BertConfig, BertForPretraining
-from jaxtrans.tasks.bert_objectives import (
+from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
+from jaxtrans.tasks.bert.bert_objectives import (
     classification_loss,
     masked_lm_sums,
     pretraining_loss,

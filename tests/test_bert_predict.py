@@ -13,13 +13,13 @@ import pytest
 import torch
 import transformers
 
-from jaxtrans.data import vocab as reserved
-from jaxtrans.data.bert_tokenizer import SentencePieceBertTokenizer
-from jaxtrans.data.sentencepiece_training import train_sentencepiece
+from jaxtrans.data import reserved_pieces as reserved
+from jaxtrans.data.tokenizers.bert_tokenizer import SentencePieceBertTokenizer
+from jaxtrans.data.tokenizers.sentencepiece_training import train_sentencepiece
 from jaxtrans.errors import UserError
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import pretrained_task
-from jaxtrans.tasks.bert_predict import encode_pair
+from jaxtrans.tasks.bert.bert_predict import encode_pair
 
 TOL = 1e-5
 VOCAB = [

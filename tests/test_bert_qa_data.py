@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import transformers
 
-from jaxtrans.data.qa_demo import JOBS, NAMES, SURNAMES, demo_squad, held_out
-from jaxtrans.data.qa_features import QAEncoder, evaluation_batches, span_text, window_starts
-from jaxtrans.data.squad import Answer, QAExample, parse_question_line, read_squad
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.qa.demo import JOBS, NAMES, SURNAMES, demo_squad, held_out
+from jaxtrans.data.qa.qa_features import QAEncoder, evaluation_batches, span_text, window_starts
+from jaxtrans.data.qa.squad import Answer, QAExample, parse_question_line, read_squad
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 
 _WORDS = (
@@ -207,7 +207,7 @@ def test_windows_and_answer_positions_equal_huggingface_run_qa(
 
 
 def read_squad_document(document):
-    from jaxtrans.data.squad import parse_squad
+    from jaxtrans.data.qa.squad import parse_squad
 
     return parse_squad(document)
 

@@ -16,8 +16,8 @@ import torch
 import transformers
 
 from jaxtrans import tasks
-from jaxtrans.data.qa_demo import demo_squad
-from jaxtrans.data.squad import gold_answers
+from jaxtrans.data.qa.demo import demo_squad
+from jaxtrans.data.qa.squad import gold_answers
 from jaxtrans.errors import UserError
 from jaxtrans.inference.squad_metrics import squad_scores
 

@@ -21,12 +21,12 @@ from conftest import TINY_PRETRAINING as SHARED_TINY_PRETRAINING
 from orbax.checkpoint import args as ocp_args
 
 from jaxtrans.checkpoints import Checkpointer
-from jaxtrans.data.classification import EncodeExample, pad_example, read_labelled_texts
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.bert.classification import EncodeExample, pad_example, read_labelled_texts
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertForClassification, BertForPretraining, BertModel
+from jaxtrans.models.bert.bert_model import BertForClassification, BertForPretraining, BertModel
 from jaxtrans.tasks import evaluate_workdir, load_task, restore_task, train_and_evaluate
-from jaxtrans.tasks.bert import FINE_TUNING_FIELDS, bert_config
+from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS, bert_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -423,7 +423,7 @@ def test_classification_report_equals_numpy_accuracy_f1_and_loss(fine_tuned, spl
     model_config = bert_config(run_config["model"])
     labels = run_config["data"]["labels"].split(",")
     assert labels == report["labels"] == ["fox", "owl"]
-    from jaxtrans.tasks.bert_init import load_run_tokenizer
+    from jaxtrans.tasks.bert.bert_init import load_run_tokenizer
 
     tokenizer = load_run_tokenizer(workdir)
     encode = EncodeExample(tokenizer, labels, 24)

@@ -13,7 +13,7 @@ import pytest
 import transformers
 from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError
 
 SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -14,7 +14,7 @@ from configs import base, bert_base, bert_classify, bert_demo, big, demo, marian
 from configs._dataclass_section import dataclass_section  # noqa: E402
 from jaxtrans.models import BertConfig, TransformerConfig  # noqa: E402
 from jaxtrans.nn import BlockConfig  # noqa: E402
-from jaxtrans.tasks.translation_init import FINE_TUNING_FIELDS  # noqa: E402
+from jaxtrans.tasks.translation.translation_init import FINE_TUNING_FIELDS  # noqa: E402
 
 
 def test_section_holds_every_field_with_its_default():

@@ -5,7 +5,9 @@ import re
 import pytest
 import sacrebleu
 
-from jaxtrans.data import demo_corpus, get_data_config, load_split, training_pairs
+from jaxtrans.data.translation import demo as demo_corpus
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.sources import load_split, training_pairs
 
 SIZES = dict(demo_train_size=3000, demo_dev_size=200, demo_test_size=200)
 

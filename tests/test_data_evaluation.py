@@ -3,16 +3,12 @@
 import numpy as np
 import pytest
 
-from jaxtrans.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    eval_batches,
-    get_data_config,
-    load_or_train_tokenizer,
-    load_split,
-)
 from jaxtrans.data.records import TranslationPair
+from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.evaluation import eval_batches
+from jaxtrans.data.translation.sources import load_split
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 
 
 def small_demo_config():

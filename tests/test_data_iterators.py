@@ -11,10 +11,16 @@ import ml_collections
 import numpy as np
 import pytest
 
-from jaxtrans.data import bert_pipeline, load_tokenizer, train_iterator
-from jaxtrans.data.bert_tokenizer import MODEL_FILE, TOKENIZER_DIR, SentencePieceBertTokenizer
+from jaxtrans.data.bert import bert_pipeline
 from jaxtrans.data.data_shards import as_data_shards
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs, local_batch_size
+from jaxtrans.data.tokenizers.bert_tokenizer import (
+    MODEL_FILE,
+    TOKENIZER_DIR,
+    SentencePieceBertTokenizer,
+)
+from jaxtrans.data.translation.pipeline import train_iterator
+from jaxtrans.data.translation.tokenizer import load_tokenizer
 from jaxtrans.errors import UserError
 
 OLD_WORKDIRS = pathlib.Path(__file__).parent / "fixtures" / "workdirs_0996837"

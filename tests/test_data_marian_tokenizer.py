@@ -26,15 +26,24 @@ from marian_directories import (
     write_json,
 )
 
-from jaxtrans.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID, get_data_config, load_or_train_tokenizer
-from jaxtrans.data import load_tokenizer as load_workdir_tokenizer
-from jaxtrans.data.marian_export import huggingface_rows, write_marian_tokenizer
-from jaxtrans.data.marian_tokenizer import read_marian
-from jaxtrans.data.pretrained_tokenizer import reserved_ids_permutation
-from jaxtrans.data.sentencepiece_training import train_sentencepiece
-from jaxtrans.data.tokenizer import METADATA_FILE, Tokenizer, tokenizer_dir
+from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
+from jaxtrans.data.tokenizers.pretrained_tokenizer import reserved_ids_permutation
+from jaxtrans.data.tokenizers.sentencepiece_training import train_sentencepiece
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.marian_tokenizer_files import (
+    huggingface_rows,
+    write_marian_tokenizer,
+)
+from jaxtrans.data.translation.tokenizer import (
+    METADATA_FILE,
+    Tokenizer,
+    load_or_train_tokenizer,
+    tokenizer_dir,
+)
+from jaxtrans.data.translation.tokenizer import load_tokenizer as load_workdir_tokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.marian import marian_to_model_ids
+from jaxtrans.models.marian.marian_from_huggingface import marian_to_model_ids
 
 # MarianTokenizer asks for sacremoses, which it does not use to cut text.
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
@@ -332,7 +341,7 @@ def test_exported_rows_load_back_to_the_runs_rows_with_the_start_row_as_padding(
     table = np.arange(side.vocab_size) * 10  # row i of a run's table holds 10 * i
     rows = table[huggingface_rows(side)]  # as written to the Hugging Face model
     assert rows.shape == (size,) and rows[side.pieces["<pad>"]] == 10 * BOS_ID
-    # jaxtrans.models.marian reading them back: the start row copies <pad>'s.
+    # jaxtrans.models.marian.from_huggingface reading them back: the start row copies <pad>'s.
     extended = np.concatenate([rows, rows[size - 1 : size]])
     loaded = extended[np.argsort(marian_to_model_ids(size, size - 1, 0))]
     assert loaded[PAD_ID] == 10 * BOS_ID

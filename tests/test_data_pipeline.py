@@ -6,17 +6,12 @@ import jax
 import numpy as np
 import pytest
 
-from jaxtrans.data import (
-    BATCH_KEYS,
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    get_data_config,
-    load_or_train_tokenizer,
-    train_iterator,
-    training_pairs,
-)
 from jaxtrans.data.packing import FirstFitPacker
+from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.pipeline import BATCH_KEYS, train_iterator
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn.masks import segment_mask

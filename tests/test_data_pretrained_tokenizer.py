@@ -12,20 +12,15 @@ import tokenizers
 from conftest import TINY_TRANSLATION
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from jaxtrans.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    get_data_config,
-    load_or_train_tokenizer,
-    load_tokenizer,
-    training_pairs,
-)
-from jaxtrans.data.pretrained_tokenizer import (
+from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+from jaxtrans.data.tokenizers.pretrained_tokenizer import (
     PretrainedTokenizer,
     PretrainedVocabulary,
     read_pretrained,
 )
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

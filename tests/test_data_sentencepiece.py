@@ -8,10 +8,11 @@ import ml_collections
 import pytest
 import sentencepiece as spm
 
-from jaxtrans.data import bert_pipeline, vocab
-from jaxtrans.data.bert_tokenizer import load_or_train_bert_tokenizer
-from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
-from jaxtrans.data.tokenizer import train_tokenizer
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.bert import bert_pipeline
+from jaxtrans.data.tokenizers.bert_tokenizer import load_or_train_bert_tokenizer
+from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
+from jaxtrans.data.translation.tokenizer import train_tokenizer
 from jaxtrans.errors import UserError
 
 OLD_WORKDIRS = pathlib.Path(__file__).parent / "fixtures" / "workdirs_0996837"

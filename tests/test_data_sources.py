@@ -5,10 +5,16 @@ import json
 
 import pytest
 
-from jaxtrans.data import get_data_config, load_split, source_kind, training_pairs
 from jaxtrans.data.records import TranslationPair
-from jaxtrans.data.sources import NoSplit, read_split
-from jaxtrans.data.text_files import IndexedTextFile, line_format_for, read_pairs
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.sources import (
+    NoSplit,
+    load_split,
+    read_split,
+    source_kind,
+    training_pairs,
+)
+from jaxtrans.data.translation.text_files import IndexedTextFile, line_format_for, read_pairs
 from jaxtrans.errors import UserError
 
 PAIRS = [

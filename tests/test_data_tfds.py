@@ -6,14 +6,11 @@ tfds = pytest.importorskip(
     "tensorflow_datasets", reason="tensorflow-datasets (the tfds extra) is not installed"
 )
 
-from jaxtrans.data import (  # noqa: E402 (after the skip)
-    get_data_config,
-    load_or_train_tokenizer,
-    load_split,
-    train_iterator,
-    training_pairs,
-)
 from jaxtrans.data.records import TranslationPair  # noqa: E402
+from jaxtrans.data.translation.data_config import get_data_config  # noqa: E402
+from jaxtrans.data.translation.pipeline import train_iterator  # noqa: E402
+from jaxtrans.data.translation.sources import load_split, training_pairs  # noqa: E402
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer  # noqa: E402
 from jaxtrans.errors import UserError  # noqa: E402
 
 TRAIN = [(f"hallo nummer {i}", f"hello number {i}") for i in range(30)]

@@ -6,21 +6,12 @@ import pathlib
 
 import pytest
 
-from jaxtrans.data import (
-    BOS_ID,
-    CLS_ID,
-    EOS_ID,
-    MASK_ID,
-    PAD_ID,
-    SEP_ID,
-    UNK_ID,
-    get_data_config,
-    load_or_train_tokenizer,
-    load_tokenizer,
-    training_pairs,
-)
-from jaxtrans.data import tokenizer as tokenizer_module
-from jaxtrans.data.sentencepiece_training import sample_indices
+from jaxtrans.data.reserved_pieces import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
+from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices
+from jaxtrans.data.translation import tokenizer as tokenizer_module
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 
 

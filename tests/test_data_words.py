@@ -1,4 +1,4 @@
-"""Words with character offsets (data/words.py) against two independent references:
+"""Words with character offsets (data/tokenizers/words.py) against two independent references:
 the pure-Python ``BasicTokenizer`` of transformers' legacy BERT tokenizer (the words) and
 the ``tokenizers`` fast BERT pipeline (the offsets of the pieces of each word)."""
 
@@ -11,8 +11,8 @@ import pytest
 import transformers
 from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer
 
-from jaxtrans.data.wordpiece import WordPieceTokenizer
-from jaxtrans.data.words import encode_words, split_words
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
+from jaxtrans.data.tokenizers.words import encode_words, split_words
 from tests.test_bert_wordpiece import TEXTS, vocab_dir  # noqa: F401  (fixture)
 
 MORE_TEXTS = [

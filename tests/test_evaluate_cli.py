@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from jaxtrans import data
 from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.sources import load_split
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.tasks import restore_task
-from jaxtrans.tasks.decoding_settings import decoding_name, decoding_settings
+from jaxtrans.tasks.translation.decoding_settings import decoding_name, decoding_settings
 
 STEPS = (100, 200)
 
@@ -27,12 +29,12 @@ def saved_run(tmp_path_factory):
     """(workdir, {step: params}): config.json, a tokenizer trained on the demo corpus,
     and checkpoints at STEPS."""
     workdir = tmp_path_factory.mktemp("run")
-    data_config = data.get_data_config()
+    data_config = get_data_config()
     data_config.vocab_size = 200
     data_config.demo_train_size = 2000
     data_config.demo_dev_size = 6
     data_config.demo_test_size = 6
-    tokenizer = data.load_or_train_tokenizer(data_config, str(workdir))
+    tokenizer = load_or_train_tokenizer(data_config, str(workdir))
     model = dict(
         vocab_size=tokenizer.source_vocab_size,
         d_model=16,
@@ -75,7 +77,7 @@ def test_evaluate_reports_bleu_of_the_latest_checkpoint(workdir, tmp_path):
     assert report["beam_size"] == 2
     assert (report["num_sentences"], report["lines_read"], report["lines_skipped"]) == (6, 6, 0)
     data_config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())).data
-    references = [pair.target for pair in data.load_split(data_config, "dev")]
+    references = [pair.target for pair in load_split(data_config, "dev")]
     hypotheses = (tmp_path / "dev-step200-beam2-maxextra4.hyp.txt").read_text().splitlines()
     assert report["bleu"] == sacrebleu.corpus_bleu(hypotheses, [references]).score
 

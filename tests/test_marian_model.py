@@ -22,8 +22,8 @@ transformers = pytest.importorskip("transformers")
 from jaxtrans.errors import UserError  # noqa: E402
 from jaxtrans.inference.decoding import beam_decode, greedy_decode  # noqa: E402
 from jaxtrans.models import Transformer, TransformerConfig  # noqa: E402
-from jaxtrans.models.marian import from_huggingface, marian_to_model_ids  # noqa: E402
-from jaxtrans.models.marian_export import marian_rows, to_huggingface  # noqa: E402
+from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids  # noqa: E402
+from jaxtrans.models.marian.marian_to_huggingface import marian_rows, to_huggingface  # noqa: E402
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 # Marian's ids in the checkpoints built here: </s> 0, <pad> = decoder start = PAD.

@@ -23,10 +23,10 @@ from reliability_runs import checkpoint_leaves, run_program, scratch, server, tr
 from reliability_runs import without_timing as untimed
 
 import jaxtrans
-from jaxtrans.data.marian_tokenizer import read_marian
+from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.errors import UserError
-from jaxtrans.models.marian import from_huggingface
-from jaxtrans.tasks import translation_init
+from jaxtrans.models.marian.marian_from_huggingface import from_huggingface
+from jaxtrans.tasks.translation import translation_init
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")

@@ -17,12 +17,12 @@ from PIL import Image
 from jaxtrans import pictures
 from jaxtrans.inference import plots
 from jaxtrans.models import Transformer
-from jaxtrans.models.bert import BertConfig, BertModel
+from jaxtrans.models.bert.bert_model import BertConfig, BertModel
 from jaxtrans.nn.attention import attention_weights
 from jaxtrans.nn.masks import causal_mask, combine_masks, padding_mask
 from jaxtrans.nn.positions import apply_rope, rope_angles, sinusoidal_embedding
 from jaxtrans.plot import PICTURE_DPI, PICTURES, main
-from jaxtrans.tasks.bert import BertTask
+from jaxtrans.tasks.bert.bert_task import BertTask
 from jaxtrans.training.loss import label_smoothed_cross_entropy, smoothed_target_distribution
 from jaxtrans.training.optimizer import make_optimizer
 

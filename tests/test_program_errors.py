@@ -123,8 +123,8 @@ def test_a_file_where_a_workdir_directory_goes_is_a_user_error(tmp_path):
 
 
 def test_training_files_whose_lines_are_all_malformed_name_the_flag(tmp_path):
-    from jaxtrans.data.config import get_data_config
-    from jaxtrans.data.tokenizer import train_tokenizer
+    from jaxtrans.data.translation.data_config import get_data_config
+    from jaxtrans.data.translation.tokenizer import train_tokenizer
 
     (tmp_path / "bad.tsv").write_bytes(b"no tab\n\xff\xfe\tx\n")
     config = get_data_config()

@@ -56,8 +56,8 @@ def files(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def other_tokenizer() -> str:
     """A workdir holding only a tokenizer of another vocabulary size (200, not 300)."""
-    from jaxtrans.data.config import get_data_config
-    from jaxtrans.data.tokenizer import train_tokenizer
+    from jaxtrans.data.translation.data_config import get_data_config
+    from jaxtrans.data.translation.tokenizer import train_tokenizer
 
     workdir = os.path.join(scratch(), "other-tokenizer")
     if not os.path.isdir(workdir):
@@ -290,7 +290,7 @@ def test_malformed_dev_lines_skipped_are_said_once_in_the_first_dev_record(tmp_p
 
 
 def test_training_files_without_a_dev_file_train_without_dev_evaluation(tmp_path):
-    from jaxtrans.data import demo_corpus
+    from jaxtrans.data.translation import demo as demo_corpus
 
     pairs = demo_corpus.demo_split("train", size=300, seed=0, held_out_sizes=(0, 0))
     corpus = tmp_path / "train.tsv"

@@ -69,8 +69,8 @@ def bert_template() -> str:
     path = os.path.join(scratch(), "fuzz-bert-workdir")
     if os.path.isdir(path):
         return path
-    from jaxtrans.models.bert import BertConfig
-    from jaxtrans.tasks.bert import resolve_run_config
+    from jaxtrans.models.bert.bert_model import BertConfig
+    from jaxtrans.tasks.bert.bert_task import resolve_run_config
     from jaxtrans.workdir import save_run_config
 
     if REPO not in sys.path:
@@ -169,7 +169,7 @@ def state(workdir: str) -> tuple[dict, dict]:
 
 def line_counts(path: str) -> tuple[int, int]:
     """(lines, malformed lines) of a training file, split and parsed as the reader does."""
-    from jaxtrans.data.text_files import LineFormat, MalformedLine, parse_line
+    from jaxtrans.data.translation.text_files import LineFormat, MalformedLine, parse_line
 
     fmt = LineFormat(kind="jsonl" if ".jsonl" in path else "tsv")
     with open(path, "rb") as f:

@@ -19,7 +19,7 @@ import optax
 import pytest
 
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.models.bert import BertConfig, BertForPretraining
+from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
 from jaxtrans.models.layer_stacks import (
     arrange_layers,
     layout_like,
@@ -305,8 +305,8 @@ def test_scanned_bert_equals_the_loop(norm):
 def test_huggingface_bert_loads_into_a_scanned_model_and_exports_back(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from jaxtrans.models.huggingface import from_huggingface, graft_params
-    from jaxtrans.models.huggingface_export import to_state_dict
+    from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+    from jaxtrans.models.bert.bert_to_huggingface import to_state_dict
 
     hf_config = transformers.BertConfig(
         vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,

@@ -7,8 +7,9 @@ import os
 import pytest
 from conftest import tiny_translation_config
 
-from jaxtrans.data import get_data_config, train_iterator
-from jaxtrans.data.epochs import batches_per_epoch
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.epochs import batches_per_epoch
+from jaxtrans.data.translation.pipeline import train_iterator
 from jaxtrans.errors import UserError
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.training.loop import check_run_settings, run_length

@@ -13,7 +13,7 @@ from conftest import tiny_translation_config
 from jaxtrans.errors import TrainingStopped
 from jaxtrans.models import TransformerConfig
 from jaxtrans.tasks import train_and_evaluate
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import optimizer as optimizer_module
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 from jaxtrans.training.optimizer import make_optimizer, noam_schedule

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation import TranslationTask
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state

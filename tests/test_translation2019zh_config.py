@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from jaxtrans.data import load_split, training_pairs
+from jaxtrans.data.translation.sources import load_split, training_pairs
 from jaxtrans.inference.bleu import bleu_tokenizer
-from jaxtrans.tasks.decoding_settings import target_language
+from jaxtrans.tasks.translation.decoding_settings import target_language
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = [

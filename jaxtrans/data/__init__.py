@@ -1,41 +1,15 @@
-"""Translation data: sources of sentence pairs, SentencePiece tokenizers, input pipelines.
+"""Data: sentence pairs, tokenizers, examples and batches for every task; no knowledge of
+models.
 
-Knows nothing of models. The training and evaluation code call:
+Shared pieces sit at this level (reserved_pieces.py, records.py, iterators.py, packing.py,
+data_shards.py, tfds_source.py); each kind of data has its folder, and the task-data
+folders never import one another:
 
-    config.data = get_data_config()                       # every field, demo defaults
-    tokenizer = load_or_train_tokenizer(config.data, workdir)
-    batches = train_iterator(config.data, tokenizer, seed=0)   # checkpointable, infinite
-    pairs = load_split(config.data, "dev")                # in file order
-    for batch in eval_batches(pairs, tokenizer, 64, 128, 128): ...
+    translation/   sentence-pair sources, the run's SentencePiece tokenizer, packed batches
+    tokenizers/    SentencePiece training, WordPiece, Hugging Face and Marian tokenizer files
+    bert/          pretraining examples (80/10/10 masking, next sentence), classification
+    ner/           CoNLL entity tags and token-classification windows
+    qa/            SQuAD questions and answer-span windows
+
+Each of translation/, bert/, ner/ and qa/ has its built-in generated corpus in ``demo.py``.
 """
-
-from jaxtrans.data.config import get_data_config
-from jaxtrans.data.evaluation import eval_batches
-from jaxtrans.data.pipeline import BATCH_KEYS, TrainIterator, padding_fraction, train_iterator
-from jaxtrans.data.records import TranslationPair
-from jaxtrans.data.sources import load_split, source_kind, training_pairs
-from jaxtrans.data.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
-from jaxtrans.data.vocab import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
-
-__all__ = [
-    "BATCH_KEYS",
-    "BOS_ID",
-    "CLS_ID",
-    "EOS_ID",
-    "MASK_ID",
-    "PAD_ID",
-    "SEP_ID",
-    "UNK_ID",
-    "Tokenizer",
-    "TrainIterator",
-    "TranslationPair",
-    "eval_batches",
-    "get_data_config",
-    "load_or_train_tokenizer",
-    "load_split",
-    "load_tokenizer",
-    "padding_fraction",
-    "source_kind",
-    "train_iterator",
-    "training_pairs",
-]

@@ -17,7 +17,7 @@ A pipeline is a grain ``DatasetIterator``; ``CheckpointableIterator`` wraps it. 
 ``identity`` holds the settings that decide the stream of batches (seed, process layout,
 sizes); a saved state records them, and a state made with other settings is refused, since
 it would resume a different stream. Such a pipeline resumes only on as many processes as
-it was saved with; the translation pipeline (jaxtrans.data.pipeline) re-splits its data
+it was saved with; the translation pipeline (jaxtrans.data.translation.pipeline) re-splits its data
 shards for any number.
 """
 

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.models.bert import BertConfig, BertModel
+from jaxtrans.models.bert.bert_model import BertConfig, BertModel
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.nn import causal_mask, combine_masks, padding_mask
 from jaxtrans.nn.attention import attention_weights

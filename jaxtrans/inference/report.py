@@ -5,7 +5,7 @@ pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{stem}.json
                                                    OUTDIR/{stem}.md
 
 The stem is the caller's (evaluate.py: ``{split}-step{N}[-avgK]-{greedy|beamK...}``, see
-jaxtrans.tasks.decoding_settings.decoding_name), ``{split}-step{N}`` by default.
+jaxtrans.tasks.translation.decoding_settings.decoding_name), ``{split}-step{N}`` by default.
 """
 
 import json

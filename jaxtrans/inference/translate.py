@@ -24,7 +24,7 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 class TranslationTokenizer(Protocol):
-    """What translation needs of a tokenizer (jaxtrans.data.tokenizer.Tokenizer has it)."""
+    """What translation needs of a tokenizer (data/translation/tokenizer.py's Tokenizer has it)."""
 
     def encode_source(self, text: str) -> list[int]: ...
 

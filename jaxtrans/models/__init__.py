@@ -1,6 +1,6 @@
 """Models built from jaxtrans.nn blocks."""
 
-from jaxtrans.models.bert import (
+from jaxtrans.models.bert.bert_model import (
     BertConfig,
     BertForClassification,
     BertForPretraining,

@@ -1,5 +1,5 @@
 """Fields of a Hugging Face ``config.json``, read and checked: a value of the wrong kind
-is a one-line error naming the key (huggingface.py for BERT, marian_config.py for
+is a one-line error naming the key (bert/bert_from_huggingface.py for BERT, marian_config.py for
 Marian)."""
 
 from typing import Any

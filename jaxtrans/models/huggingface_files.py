@@ -3,7 +3,7 @@
 A directory holds ``model.safetensors`` or ``pytorch_model.bin``, each possibly sharded
 with an index (``*.index.json``) naming the shard files. PyTorch files are read with
 ``weights_only=True``: tensors and containers, never arbitrary pickled objects. Nothing
-here knows a model: the converters (``huggingface.py``) map the names.
+here knows a model: the converters (``bert/``, ``marian/``) map the names.
 """
 
 import json

@@ -5,7 +5,7 @@ padding and other segments count. Backward costs twice the forward, so a trainin
 is 3x the forward pass.
 """
 
-from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.models.transformer import TransformerConfig
 
 

@@ -1,8 +1,8 @@
 """Building blocks: attention, masks, positions, feed-forward, encoder/decoder blocks."""
 
 from jaxtrans.nn.attention import MultiHeadAttention, attention_weights, fused_attention
+from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.blocks import Decoder, DecoderBlock, Encoder, EncoderBlock
-from jaxtrans.nn.config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.feed_forward import FeedForward
 from jaxtrans.nn.masks import PAD_ID, causal_mask, combine_masks, padding_mask, segment_mask

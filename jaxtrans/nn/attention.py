@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.masks import combine_masks
 from jaxtrans.nn.positions import apply_rope

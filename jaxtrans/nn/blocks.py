@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, MultiHeadAttention
-from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.feed_forward import FeedForward
 from jaxtrans.nn.layers import layer_norm

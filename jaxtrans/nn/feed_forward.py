@@ -4,7 +4,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.layers import dense
 

@@ -6,7 +6,7 @@ Every parameter is annotated with logical axes (``embed``, ``heads``, ``kv``, ``
 
 import flax.linen as nn
 
-from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.block_config import BlockConfig
 
 xavier_uniform = nn.initializers.xavier_uniform()
 

@@ -9,7 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.nn.config import BlockConfig
+from jaxtrans.nn.block_config import BlockConfig
 
 
 def default_positions(

@@ -3,7 +3,7 @@
 ``config.task`` names the task of a run; this registry is the one place that maps it to
 a class:
 
-    translation          encoder-decoder Transformer on sentence pairs (translation.py)
+    translation          encoder-decoder Transformer on sentence pairs (translation/)
     bert_pretraining     BERT masked-LM + next-sentence pretraining (bert_pretraining.py)
     bert_classification  BERT fine-tuning for sequence classification (bert_classification.py)
     bert_token_classification  BERT fine-tuning for entity tags (bert_token_classification.py)
@@ -31,13 +31,15 @@ from jaxtrans.training import loop
 from jaxtrans.workdir import huggingface_model_type, load_run_config
 
 TASKS = {
-    "translation": "jaxtrans.tasks.translation:TranslationTask",
-    "bert_pretraining": "jaxtrans.tasks.bert_pretraining:BertPretrainingTask",
-    "bert_classification": "jaxtrans.tasks.bert_classification:BertClassificationTask",
+    "translation": "jaxtrans.tasks.translation.translation_task:TranslationTask",
+    "bert_pretraining": "jaxtrans.tasks.bert.bert_pretraining:BertPretrainingTask",
+    "bert_classification": "jaxtrans.tasks.bert.bert_classification:BertClassificationTask",
     "bert_token_classification": (
-        "jaxtrans.tasks.bert_token_classification:BertTokenClassificationTask"
+        "jaxtrans.tasks.bert.bert_token_classification:BertTokenClassificationTask"
     ),
-    "bert_question_answering": "jaxtrans.tasks.bert_question_answering:BertQuestionAnsweringTask",
+    "bert_question_answering": (
+        "jaxtrans.tasks.bert.bert_question_answering:BertQuestionAnsweringTask"
+    ),
 }
 # Config files written before ``task`` existed are translation runs.
 DEFAULT_TASK = "translation"

@@ -18,7 +18,8 @@ import ml_collections
 import numpy as np
 
 from jaxtrans.errors import UserError
-from jaxtrans.training import distributed, flops, sharding
+from jaxtrans.training import distributed, sharding
+from jaxtrans.training import mfu as flops
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.guards import (
     NonFiniteGuard,

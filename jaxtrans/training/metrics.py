@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from tensorboardX import SummaryWriter
 
-from jaxtrans.training import flops
+from jaxtrans.training import mfu as flops
 
 
 def _plain(value: Any) -> Any:

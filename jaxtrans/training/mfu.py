@@ -1,6 +1,6 @@
 """Peak FLOP/s of a device and model FLOPs utilisation (MFU).
 
-The model FLOPs of a step come from the task (counted by jaxtrans.models.flops).
+The model FLOPs of a step come from the task (counted by jaxtrans.models.model_flops).
 """
 
 import jax

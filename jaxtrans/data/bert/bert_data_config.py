@@ -2,10 +2,10 @@
 
 Pretraining text comes from ``train`` (files in the pretraining format: one sentence a
 line, a blank line between documents) or, when it is unset, from the built-in demo corpus
-(``jaxtrans.data.bert_demo``). The vocabulary is the WordPiece ``vocab.txt`` of
+(``jaxtrans.data.bert.demo``). The vocabulary is the WordPiece ``vocab.txt`` of
 ``hf_checkpoint`` when it is set, else a SentencePiece model trained on the text.
 Fine-tuning reads ``classification_train`` / ``classification_dev`` (TSV or JSONL, see
-``jaxtrans.data.classification``). Override any field from the command line, e.g.
+``jaxtrans.data.bert.classification``). Override any field from the command line, e.g.
 ``--config.data.train=wiki.txt.gz --config.data.max_seq_length=512``.
 """
 

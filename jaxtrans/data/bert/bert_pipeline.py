@@ -14,17 +14,17 @@ labels = classification_labels(config.data, examples)
 
 from collections.abc import Sequence
 
-from jaxtrans.data.bert_demo import demo_documents
-from jaxtrans.data.bert_examples import (
+from jaxtrans.data.bert.classification import LabelledText, label_names
+from jaxtrans.data.bert.demo import demo_documents
+from jaxtrans.data.bert.pretraining_examples import (
     PretrainingIterator,
     PretrainingOptions,
     TokenizedCorpus,
     pretraining_iterator,
     read_documents,
 )
-from jaxtrans.data.bert_tokenizer import BertTokenizer
-from jaxtrans.data.classification import LabelledText, label_names
 from jaxtrans.data.iterators import local_batch_size
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
 
 # The demo dev documents come from a generator seeded apart from the training ones.

@@ -24,8 +24,8 @@ from pathlib import Path
 import grain
 import numpy as np
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
 
 

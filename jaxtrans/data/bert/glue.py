@@ -11,7 +11,7 @@ test-only configs (``ax``, ``mnli_matched``, ``mnli_mismatched``) are not classi
 training sets; GLUE's test labels are not public, so ``test`` cannot be scored.
 """
 
-from jaxtrans.data.classification import LabelledText
+from jaxtrans.data.bert.classification import LabelledText
 from jaxtrans.data.tfds_source import random_access_source, text_of
 from jaxtrans.errors import UserError
 

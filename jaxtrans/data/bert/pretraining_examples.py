@@ -42,8 +42,8 @@ import grain
 import grain.experimental
 import numpy as np
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
 
 BATCH_KEYS = (

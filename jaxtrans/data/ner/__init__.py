@@ -1,1 +1,2 @@
-"""Named-entity data: CoNLL tag files, windows with labels on first pieces, the generated entity demo."""
+"""Named-entity data: CoNLL tag files, windows with labels on first pieces, the generated
+entity demo."""

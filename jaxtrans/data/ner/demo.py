@@ -17,7 +17,7 @@ model must read the context and the shape of a name, not remember it.
 
 import random
 
-from jaxtrans.data.conll import TaggedSentence
+from jaxtrans.data.ner.conll import TaggedSentence
 
 
 def _words(text: str) -> tuple[str, ...]:

@@ -1,9 +1,9 @@
 """Word-tagged sentences -> BERT rows for token classification (entity tags).
 
-``TaggedData`` reads a run's sentences by split (CoNLL files, ``jaxtrans.data.conll``, or
-the generated demo corpus, ``jaxtrans.data.ner_demo``); ``model_labels`` names the tags.
+``TaggedData`` reads a run's sentences by split (CoNLL files, ``jaxtrans.data.ner.conll``, or
+the generated demo corpus, ``jaxtrans.data.ner.demo``); ``model_labels`` names the tags.
 
-Each word is encoded on its own (``jaxtrans.data.words.encode_words``) and its tag is
+Each word is encoded on its own (``jaxtrans.data.tokenizers.words.encode_words``) and its tag is
 learned and predicted at its FIRST word piece; the other pieces of the word, [CLS],
 [SEP] and padding have label weight 0 and never enter the loss or the metrics.
 
@@ -27,16 +27,17 @@ import grain
 import ml_collections
 import numpy as np
 
-from jaxtrans.data import conll, ner_demo
-from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
-from jaxtrans.data.words import encode_words
+from jaxtrans.data.ner import conll
+from jaxtrans.data.ner import demo as ner_demo
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.words import encode_words
 from jaxtrans.errors import UserError
 
 
 class TaggedData:
     """The tagged sentences of a run by split: the CoNLL files ``data.ner_{split}`` in
-    ``data.tag_scheme``, or the demo corpus (``jaxtrans.data.ner_demo``) when ``ner_train``
+    ``data.tag_scheme``, or the demo corpus (``jaxtrans.data.ner.demo``) when ``ner_train``
     is empty and ``ner_demo_train_size`` is above 0."""
 
     def __init__(self, data_config: ml_collections.ConfigDict):

@@ -1,1 +1,2 @@
-"""Question-answering data: SQuAD files, windows with answer positions, the generated story demo."""
+"""Question-answering data: SQuAD files, windows with answer positions, the generated story
+demo."""

@@ -31,7 +31,7 @@ import zlib
 
 import ml_collections
 
-from jaxtrans.data.squad import Answer, QAExample, read_squad
+from jaxtrans.data.qa.squad import Answer, QAExample, read_squad
 from jaxtrans.errors import UserError
 
 _NAMES = (

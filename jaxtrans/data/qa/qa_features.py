@@ -1,6 +1,6 @@
 """Question-answering examples -> model windows with answer positions, and back to text.
 
-A context is cut into words with character offsets (``jaxtrans.data.words``) and each
+A context is cut into words with character offsets (``jaxtrans.data.tokenizers.words``) and each
 word into pieces, so every piece knows the characters of its word. A question longer
 than ``max_query_length`` pieces is cut; a context longer than the room left in
 ``max_seq_length`` is read in windows, each starting ``doc_stride`` pieces after the last
@@ -29,10 +29,10 @@ from collections.abc import Sequence
 import grain
 import numpy as np
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs
-from jaxtrans.data.squad import Answer, QAExample
-from jaxtrans.data.words import Word, encode_words, split_words
+from jaxtrans.data.qa.squad import Answer, QAExample
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.words import Word, encode_words, split_words
 from jaxtrans.errors import UserError
 
 

@@ -13,7 +13,7 @@ The format (UTF-8 JSON, optionally .gz)::
 ``answers`` are then empty (SQuAD 2.0's ``plausible_answers`` are ignored). A question
 that is not impossible needs at least one answer. Every answer keeps its text and
 character offset; whether the text is really found at that offset is checked where
-training uses it (``jaxtrans.data.qa_features``), since the official evaluation compares
+training uses it (``jaxtrans.data.qa.qa_features``), since the official evaluation compares
 answer texts only. A malformed file stops with a one-line ``UserError`` naming the file and
 the JSON path (and the question id where there is one).
 """

@@ -2,8 +2,8 @@
 
 - ``SentencePieceBertTokenizer``: a SentencePiece model trained by us on the pretraining
   text, with jaxtrans's reserved ids (pad 0, eos 1, bos 2, unk 3, [CLS] 4, [SEP] 5,
-  [MASK] 6; see ``jaxtrans.data.vocab``).
-- ``WordPieceTokenizer`` (``jaxtrans.data.wordpiece``): the ``vocab.txt`` of a Hugging
+  [MASK] 6; see ``jaxtrans.data.reserved_pieces``).
+- ``WordPieceTokenizer`` (``jaxtrans.data.tokenizers.wordpiece``): the ``vocab.txt`` of a Hugging
   Face checkpoint, so fine-tuning released weights uses their vocabulary.
 
 ``load_or_train_bert_tokenizer`` picks one from the data config: the checkpoint's
@@ -17,9 +17,9 @@ from typing import Protocol
 
 import sentencepiece as spm
 
-from jaxtrans.data import vocab
-from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
-from jaxtrans.data.wordpiece import WordPieceTokenizer
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
+from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError, describe
 from jaxtrans.workdir import new_directory
 
@@ -53,7 +53,7 @@ class BertTokenizer(Protocol):
 
 
 class SentencePieceBertTokenizer:
-    """A SentencePiece model with the reserved BERT ids of ``jaxtrans.data.vocab``."""
+    """A SentencePiece model with the reserved BERT ids of ``jaxtrans.data.reserved_pieces``."""
 
     def __init__(self, model_file: str | os.PathLike):
         if not os.path.isfile(model_file):

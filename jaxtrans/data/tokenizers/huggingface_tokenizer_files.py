@@ -12,7 +12,7 @@ run was trained on.
   text), with ``[CLS]``, ``[SEP]`` and ``[MASK]`` as special tokens at ids 4, 5, 6 and
   the ``[CLS] A [SEP] B [SEP]`` template.
   Text without those marks gets exactly ``SentencePieceBertTokenizer.encode``'s ids; a
-  ``[MASK]`` in text splits it, as ``jaxtrans.tasks.bert_predict.encode_with_masks`` does.
+  ``[MASK]`` in text splits it, as ``jaxtrans.tasks.bert.bert_predict.encode_with_masks`` does.
   Other SentencePiece kinds (char, word) are not converted: the caller is told which
   file is missing and why.
 """
@@ -32,9 +32,9 @@ from tokenizers import (
     processors,
 )
 
-from jaxtrans.data import vocab
-from jaxtrans.data.bert_tokenizer import MODEL_FILE
-from jaxtrans.data.wordpiece import (
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.tokenizers.bert_tokenizer import MODEL_FILE
+from jaxtrans.data.tokenizers.wordpiece import (
     CLS_PIECE,
     MASK_PIECE,
     PAD_PIECE,

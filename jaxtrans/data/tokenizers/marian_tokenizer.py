@@ -38,8 +38,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from jaxtrans.data import vocab
-from jaxtrans.data.pretrained_tokenizer import PretrainedTokenizer, reserved_ids_permutation
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.tokenizers.pretrained_tokenizer import (
+    PretrainedTokenizer,
+    reserved_ids_permutation,
+)
 from jaxtrans.errors import UserError, describe, json_type
 
 MARIAN_DIR = "marian"
@@ -158,7 +161,7 @@ class MarianVocabulary:
 
 
 class MarianTokenizer(PretrainedTokenizer):
-    """The Tokenizer interface (jaxtrans.data.tokenizer) over a Marian directory's files.
+    """The Tokenizer interface (data/translation/tokenizer.py) over a Marian directory's files.
     ``shared`` means one vocabulary (one id space) for both sides, as ``separate_vocabs``
     False does; each side still cuts text with its own SentencePiece model."""
 

@@ -30,7 +30,7 @@ import numpy as np
 import tokenizers
 from tokenizers import decoders
 
-from jaxtrans.data import vocab
+from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.errors import UserError, describe
 
 HF_DIR = "huggingface"
@@ -118,7 +118,7 @@ class PretrainedVocabulary:
 
 
 class PretrainedTokenizer:
-    """The Tokenizer interface (jaxtrans.data.tokenizer) over pretrained vocabularies:
+    """The Tokenizer interface (jaxtrans.data.translation.tokenizer) over pretrained vocabularies:
     one for both sides (``target`` None: shared) or one each."""
 
     def __init__(self, source: PretrainedVocabulary, target: PretrainedVocabulary | None = None):

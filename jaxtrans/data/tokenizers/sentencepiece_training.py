@@ -1,8 +1,8 @@
-"""Training a SentencePiece model with jaxtrans's reserved ids (``jaxtrans.data.vocab``).
+"""Training a SentencePiece model with jaxtrans's reserved ids (``jaxtrans.data.reserved_pieces``).
 
-Both tokenizers train through here: the translation tokenizer (``jaxtrans.data.tokenizer``,
+Both tokenizers train through here: the translation tokenizer (``data/translation/tokenizer.py``,
 one model per language or one shared) and the BERT tokenizer
-(``jaxtrans.data.bert_tokenizer``). Each reads a fixed uniform sample of its text
+(``jaxtrans.data.tokenizers.bert_tokenizer``). Each reads a fixed uniform sample of its text
 (``sample_indices``), so millions of sentences still train in a minute.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import sentencepiece as spm
 
-from jaxtrans.data import vocab
+from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.errors import UserError
 
 # The sample of the training text is the same on every run.

@@ -18,7 +18,7 @@ import dataclasses
 import unicodedata
 from collections.abc import Sequence
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 
 
 @dataclasses.dataclass(frozen=True)

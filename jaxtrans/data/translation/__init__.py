@@ -1,1 +1,2 @@
-"""Translation data: sentence-pair sources (text files, TFDS, the demo corpus), the SentencePiece tokenizer of a run, packed training batches, evaluation batches."""
+"""Translation data: sentence-pair sources (text files, TFDS, the demo corpus), the
+SentencePiece tokenizer of a run, packed training batches, evaluation batches."""

@@ -17,9 +17,9 @@ import math
 
 from jaxtrans.data.iterators import ShuffledEpochs, local_batch_size
 from jaxtrans.data.packing import FirstFitPacker
-from jaxtrans.data.pipeline import CHUNK_PAIRS, OK, TRUNCATED, PairTokenizer
-from jaxtrans.data.sources import training_pairs
-from jaxtrans.data.tokenizer import Tokenizer
+from jaxtrans.data.translation.pipeline import CHUNK_PAIRS, OK, TRUNCATED, PairTokenizer
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import Tokenizer
 from jaxtrans.errors import UserError
 
 

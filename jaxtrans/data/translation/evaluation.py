@@ -9,9 +9,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from jaxtrans.data import vocab
+from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.data.records import TranslationPair
-from jaxtrans.data.tokenizer import Tokenizer
+from jaxtrans.data.translation.tokenizer import Tokenizer
 
 LENGTH_MULTIPLE = 8
 

@@ -37,7 +37,7 @@ import grain
 import grain.experimental
 import numpy as np
 
-from jaxtrans.data import vocab
+from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.data.data_shards import (
     ProcessRows,
     as_data_shards,
@@ -48,8 +48,8 @@ from jaxtrans.data.data_shards import (
 from jaxtrans.data.iterators import CheckpointableIterator, ShuffledEpochs, local_batch_size
 from jaxtrans.data.packing import FirstFitPacker
 from jaxtrans.data.records import PairSource, TranslationPair
-from jaxtrans.data.sources import training_pairs
-from jaxtrans.data.tokenizer import Tokenizer
+from jaxtrans.data.translation.sources import training_pairs
+from jaxtrans.data.translation.tokenizer import Tokenizer
 from jaxtrans.errors import UserError
 
 SOURCE_KEYS = ("source", "source_segments", "source_positions")

@@ -8,8 +8,9 @@ dataset or of the demo corpus; a file-trained run without a dev/test file has no
 
 import dataclasses
 
-from jaxtrans.data import demo_corpus, text_files
 from jaxtrans.data.records import PairSource, TranslationPair, swapped
+from jaxtrans.data.translation import demo as demo_corpus
+from jaxtrans.data.translation import text_files
 from jaxtrans.errors import UserError
 
 EVAL_SPLITS = ("dev", "test")

@@ -1,11 +1,11 @@
 """SentencePiece tokenizers trained from the training data and kept in the workdir (or,
 with ``data.tokenizer`` a path, a Hugging Face tokenizer copied into it: see
-jaxtrans.data.pretrained_tokenizer, and for a Marian directory jaxtrans.data.marian_tokenizer).
+data/tokenizers/pretrained_tokenizer.py, and for a Marian directory marian_tokenizer.py).
 
 ``load_or_train_tokenizer`` trains on first use into ``WORKDIR/tokenizer/`` and reuses it on
 restart and in evaluation. One model serves both languages (``shared_vocab``, needed for
 shared embeddings) or each side has its own. Every model reserves the ids of
-``jaxtrans.data.vocab`` (pad 0, eos 1, bos 2, unk 3, [CLS] 4, [SEP] 5, [MASK] 6).
+``jaxtrans.data.reserved_pieces`` (pad 0, eos 1, bos 2, unk 3, [CLS] 4, [SEP] 5, [MASK] 6).
 
 Training reads at most ``spm_max_sentences`` sentences per model, sampled uniformly from the
 training pairs (fixed sample seed), so millions of pairs still train in a minute.
@@ -18,12 +18,16 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import sentencepiece as spm
 
-from jaxtrans.data import vocab
-from jaxtrans.data.marian_tokenizer import copy_marian, is_marian_directory, load_marian
-from jaxtrans.data.pretrained_tokenizer import PretrainedTokenizer, copy_pretrained, load_pretrained
+from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.data.records import PairSource
-from jaxtrans.data.sentencepiece_training import sample_indices, train_sentencepiece
-from jaxtrans.data.sources import source_kind, training_pairs
+from jaxtrans.data.tokenizers.marian_tokenizer import copy_marian, is_marian_directory, load_marian
+from jaxtrans.data.tokenizers.pretrained_tokenizer import (
+    PretrainedTokenizer,
+    copy_pretrained,
+    load_pretrained,
+)
+from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
+from jaxtrans.data.translation.sources import source_kind, training_pairs
 from jaxtrans.errors import UserError, describe
 from jaxtrans.workdir import new_directory
 
@@ -111,7 +115,7 @@ def tokenizer_dir(workdir: str) -> str:
 
 def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
     """The tokenizer saved in ``workdir`` (SentencePiece, or a Hugging Face tokenizer
-    copied in by jaxtrans.data.pretrained_tokenizer or marian_tokenizer); UserError if there
+    copied in by data/tokenizers/pretrained_tokenizer.py or marian_tokenizer.py); UserError if
     is none."""
     directory = tokenizer_dir(workdir)
     metadata_path = os.path.join(directory, METADATA_FILE)

@@ -29,10 +29,10 @@ import jax
 import numpy as np
 
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.models.config_fields import rate, whole_number
+from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.models.huggingface_config_fields import rate, whole_number
+from jaxtrans.models.huggingface_files import load_state_dict, shard_files
 from jaxtrans.models.layer_stacks import layout_like
-from jaxtrans.models.weight_files import load_state_dict, shard_files
 
 __all__ = [
     "PretrainedBert",

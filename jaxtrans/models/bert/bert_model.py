@@ -13,7 +13,7 @@ Heads on top:
   answer span    Dense(2) on every position: start and end logits (no pooler)
 
 Parameter names follow the Hugging Face / original BERT layout one to one, so
-``jaxtrans.models.huggingface`` can load released checkpoints.
+``jaxtrans.models.bert.bert_from_huggingface`` can load released checkpoints.
 """
 
 import dataclasses
@@ -29,7 +29,7 @@ from jaxtrans.nn import (
     padding_mask,
     sinusoidal_embedding,
 )
-from jaxtrans.nn.config import Activation, PositionKind
+from jaxtrans.nn.block_config import Activation, PositionKind
 from jaxtrans.nn.feed_forward import ACTIVATIONS
 from jaxtrans.nn.layers import dense, embedding, layer_norm
 from jaxtrans.vocab import PAD_ID

@@ -1,5 +1,5 @@
 """jaxtrans BERT parameters -> a Hugging Face BERT state dict and config.json: the inverse
-of ``huggingface.py``.
+of ``bert_from_huggingface.py``.
 
     check_exportable(config)                        UserError naming what HF BERT lacks
     state = to_state_dict(params, config)           {"bert.embeddings...": [out, in], ...}
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertConfig
+from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.models.layer_stacks import unstack_layers
 
 # jaxtrans activation -> Hugging Face hidden_act.

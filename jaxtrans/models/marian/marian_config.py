@@ -2,7 +2,7 @@
 
 Every key read is checked: a wrong type or value, or a setting describing layers this
 model does not have, is a UserError naming the key. Missing keys take MarianConfig's
-defaults. jaxtrans.models.marian loads the weights; marian_export.py is the inverse.
+defaults. marian_from_huggingface.py loads the weights; marian_to_huggingface.py is the inverse.
 """
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.models.config_fields import flag, rate, whole_number
+from jaxtrans.models.huggingface_config_fields import flag, rate, whole_number
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.vocab import PAD_ID
 

@@ -5,7 +5,7 @@
 
 A directory is what ``MarianMTModel.save_pretrained`` writes (or a download of e.g.
 ``Helsinki-NLP/opus-mt-en-de``): ``config.json`` and ``model.safetensors`` or
-``pytorch_model.bin`` (read by weight_files.py). Nothing is downloaded.
+``pytorch_model.bin`` (read by huggingface_files.py). Nothing is downloaded.
 
 Marian is the paper's Post-LN Transformer with three differences, each a model option
 here: the sinusoidal table in halves (``sinusoidal_layout="halves"``), the embedding scale
@@ -15,7 +15,7 @@ as config.json says (``scale_embeddings``) and a bias on the output logits
 Token ids. jaxtrans reserves pad 0, eos 1, bos 2 (jaxtrans/vocab.py); a Marian vocabulary
 has ``</s>`` at 0, ``<unk>`` at 1 and ``<pad>`` last, no start token, and its decoder
 starts from ``<pad>``. The rows of every token table (embeddings, output bias, untied
-output) are permuted at this boundary as jaxtrans.data.pretrained_tokenizer permutes a
+output) are permuted at this boundary as jaxtrans.data.tokenizers.pretrained_tokenizer permutes a
 pretrained vocabulary (``marian_to_model_ids``), with one extra id for the start token:
 its row copies Marian's ``<pad>`` row, so decoding from BOS computes exactly what Marian
 computes from ``<pad>``.
@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtrans.errors import UserError, describe
-from jaxtrans.models.marian_config import config_from_huggingface, read_config
+from jaxtrans.models.huggingface_files import load_state_dict
+from jaxtrans.models.marian.marian_config import config_from_huggingface, read_config
 from jaxtrans.models.transformer import Transformer, TransformerConfig
-from jaxtrans.models.weight_files import load_state_dict
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = [
@@ -72,7 +72,7 @@ def marian_to_model_ids(vocab_size: int, pad_id: int, eos_id: int) -> np.ndarray
     to_model[2] = V, to_model[V-1] = 0, to_model[V] = 2. The inverse
     ``np.argsort(to_model)`` gives the Marian id of each model id (model id 2 -> V, the
     start token, which a tokenizer never produces and drops when decoding). This is
-    jaxtrans.data.pretrained_tokenizer's permutation for a vocabulary without a start
+    jaxtrans.data.tokenizers.pretrained_tokenizer's permutation for a vocabulary without a start
     token; numpy only, so tokenizers can import it.
     """
     if not 0 <= pad_id < vocab_size or not 0 <= eos_id < vocab_size or pad_id == eos_id:

@@ -1,5 +1,5 @@
 """jaxtrans Transformer parameters -> a Hugging Face Marian config.json and state dict: the
-inverse of ``marian.py``.
+inverse of ``marian_from_huggingface.py``.
 
     hf_config, state = to_huggingface(config, params)
     # write config.json and model.safetensors (safetensors.numpy.save_file) into a
@@ -11,7 +11,7 @@ LayerNorm epsilon 1e-5 (Marian's is fixed), source and target vocabularies of on
 too: permuting the d_model axis of every parameter the same way (a symmetry of the
 model) turns the interleaved table into Marian's halves exactly.
 
-Token ids are Marian's as jaxtrans.data.marian_export writes the vocabulary: a model of
+Token ids are Marian's as data/translation/marian_tokenizer_files.py writes them: a model of
 N ids becomes a Marian vocabulary of V = N - 1 ids with ``</s>`` 0 and ``<pad>`` V - 1,
 which is also the decoder start. Marian row m is the model's row
 ``marian_to_model_ids(V, V - 1, 0)[m]``, except row V - 1, which takes the start row
@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.models.layer_stacks import unstack_layers
-from jaxtrans.models.marian import marian_to_model_ids
+from jaxtrans.models.marian.marian_from_huggingface import marian_to_model_ids
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
@@ -71,7 +71,7 @@ def check_exportable(cfg: TransformerConfig) -> None:
 
 def marian_rows(model_vocab_size: int) -> np.ndarray:
     """int [V = model_vocab_size - 1]: the model id whose row is Marian row m of a token
-    table (see the module doc); the inverse of marian.py's row mapping."""
+    table (see the module doc); the inverse of marian_from_huggingface.py's row mapping."""
     size = model_vocab_size - 1
     rows = marian_to_model_ids(size, size - 1, 0)[:size].copy()
     rows[size - 1] = BOS_ID  # Marian's pad is its decoder start

@@ -12,21 +12,21 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans.data import bert_pipeline, classification, glue
-from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.data.bert import bert_pipeline, classification, glue
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertConfig, BertForClassification
-from jaxtrans.models.flops import bert_classification_flops
-from jaxtrans.models.huggingface import graft_params
-from jaxtrans.tasks import bert_init, bert_predict
+from jaxtrans.models.bert.bert_from_huggingface import graft_params
+from jaxtrans.models.bert.bert_model import BertConfig, BertForClassification
+from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch
-from jaxtrans.tasks.bert import (
+from jaxtrans.tasks.bert import bert_init, bert_predict
+from jaxtrans.tasks.bert.bert_objectives import classification_sums
+from jaxtrans.tasks.bert.bert_task import (
     BertTask,
     check_sequence_length,
     resolve_run_config,
     start_from_checkpoint,
 )
-from jaxtrans.tasks.bert_objectives import classification_sums
 
 
 class ClassificationData:

@@ -6,13 +6,13 @@ writes, all at once or not at all (a scratch directory renamed into place),
 
     config.json         model_type bert, architectures [the task's huggingface_architectures[0]],
                         the shapes, hidden_act, dropout rates, layer_norm_eps, pad_token_id,
-                        id2label / label2id for a classifier head (models/huggingface_export.py)
+                        id2label / label2id for a classifier head (models/bert/)
     model.safetensors   the checkpoint's parameters under Hugging Face's names, float32
     tokenizer files     vocab.txt + tokenizer_config.json (WordPiece runs) or tokenizer.json
-                        + tokenizer_config.json (SentencePiece runs; data/huggingface_tokenizer.py)
+                        + tokenizer_config.json (SentencePiece runs; data/tokenizers/)
 
 so that ``transformers.AutoModel*.from_pretrained`` and ``AutoTokenizer.from_pretrained``
-load it, and ``jaxtrans.models.huggingface.from_huggingface`` gives the checkpoint's
+load it, and ``jaxtrans.models.bert.bert_from_huggingface.from_huggingface`` gives the checkpoint's
 parameters back. Generic over the BERT tasks: the head comes with the task's model
 (pretraining: masked LM + next sentence; classification: pooled classifier; token
 classification: classifier on every token; question answering: qa_outputs).
@@ -25,11 +25,11 @@ from typing import Any
 import jax
 from safetensors.numpy import save_file
 
-from jaxtrans.data.huggingface_tokenizer import write_huggingface_tokenizer
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.models.huggingface_export import huggingface_config, to_state_dict
-from jaxtrans.tasks import bert_init
+from jaxtrans.data.tokenizers.huggingface_tokenizer_files import write_huggingface_tokenizer
+from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.models.bert.bert_to_huggingface import huggingface_config, to_state_dict
 from jaxtrans.tasks.base import Task
+from jaxtrans.tasks.bert import bert_init
 from jaxtrans.tasks.export_directory import written_whole
 
 CONFIG_FILE = "config.json"

@@ -26,22 +26,25 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans import checkpoints
-from jaxtrans.data.bert_tokenizer import (
+from jaxtrans.data.tokenizers.bert_tokenizer import (
     MODEL_FILE,
     TOKENIZER_DIR,
     BertTokenizer,
     SentencePieceBertTokenizer,
 )
-from jaxtrans.data.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.models.bert import (
+from jaxtrans.models.bert.bert_from_huggingface import (
+    bert_config_from_huggingface,
+    from_huggingface,
+)
+from jaxtrans.models.bert.bert_model import (
     BertConfig,
     BertForClassification,
     BertForPretraining,
     BertForQuestionAnswering,
     BertForTokenClassification,
 )
-from jaxtrans.models.huggingface import bert_config_from_huggingface, from_huggingface
 from jaxtrans.workdir import new_directory
 
 VOCAB_FILE = "vocab.txt"

@@ -47,7 +47,7 @@ def next_sentence_sums(logits: jnp.ndarray, labels: jnp.ndarray) -> dict[str, jn
 def pretraining_sums(
     mlm_logits: jnp.ndarray, nsp_logits: jnp.ndarray, batch: Batch
 ) -> dict[str, jnp.ndarray]:
-    """Both objectives' sums for one pretraining batch (see jaxtrans.data.bert_examples)."""
+    """Both objectives' sums for one pretraining batch (data/bert/pretraining_examples.py)."""
     return {
         **masked_lm_sums(mlm_logits, batch["masked_ids"], batch["masked_weights"]),
         **next_sentence_sums(nsp_logits, batch["next_sentence_label"]),

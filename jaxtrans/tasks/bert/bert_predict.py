@@ -15,7 +15,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
 
 # What marks a token to predict in the text of a line.

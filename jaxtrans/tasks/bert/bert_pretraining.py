@@ -10,21 +10,21 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.data import bert_pipeline
-from jaxtrans.data.bert_config import get_bert_data_config
-from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
+from jaxtrans.data.bert import bert_pipeline
+from jaxtrans.data.bert.bert_data_config import get_bert_data_config
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertConfig, BertForPretraining
-from jaxtrans.models.flops import bert_pretraining_flops
-from jaxtrans.tasks import bert_init, bert_predict
+from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
+from jaxtrans.models.model_flops import bert_pretraining_flops
 from jaxtrans.tasks.base import Batch
-from jaxtrans.tasks.bert import (
+from jaxtrans.tasks.bert import bert_init, bert_predict
+from jaxtrans.tasks.bert.bert_objectives import pretraining_sums, summarize_pretraining
+from jaxtrans.tasks.bert.bert_task import (
     BertTask,
     bert_config,
     check_sequence_length,
     resolve_run_config,
 )
-from jaxtrans.tasks.bert_objectives import pretraining_sums, summarize_pretraining
 
 # Predictions reported at each [MASK] of an input line.
 TOP_K = 5

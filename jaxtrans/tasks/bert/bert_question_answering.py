@@ -1,9 +1,9 @@
 """BERT fine-tuning for extractive question answering (SQuAD 1.1 / 2.0): the answer is a
 span of the context, predicted by a start and an end logit on every piece.
 
-Data: SQuAD JSON files (``data.qa_train``, ``qa_dev``, ``qa_test``; ``jaxtrans.data.squad``)
-or, when ``qa_train`` is empty, the built-in story corpus (``jaxtrans.data.qa_demo``).
-Long contexts are read in windows (``jaxtrans.data.qa_features``); the answer of an
+Data: SQuAD JSON files (``data.qa_train``, ``qa_dev``, ``qa_test``; ``jaxtrans.data.qa.squad``)
+or, when ``qa_train`` is empty, the built-in story corpus (``jaxtrans.data.qa.demo``).
+Long contexts are read in windows (``jaxtrans.data.qa.qa_features``); the answer of an
 example is the best span over all its windows (``jaxtrans.inference.qa_spans``), scored by
 the official SQuAD exact match and F1 (``jaxtrans.inference.squad_metrics``).
 
@@ -24,21 +24,21 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxtrans.data import qa_features
-from jaxtrans.data.bert_tokenizer import BertTokenizer
 from jaxtrans.data.iterators import local_batch_size
-from jaxtrans.data.qa_demo import check_version, read_split
-from jaxtrans.data.squad import QAExample, gold_answers, parse_question_line
-from jaxtrans.data.words import split_words
+from jaxtrans.data.qa import qa_features
+from jaxtrans.data.qa.demo import check_version, read_split
+from jaxtrans.data.qa.squad import QAExample, gold_answers, parse_question_line
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference.qa_spans import choose_span
 from jaxtrans.inference.squad_metrics import squad_scores
-from jaxtrans.models.bert import BertConfig, BertForQuestionAnswering
-from jaxtrans.models.flops import bert_classification_flops
-from jaxtrans.models.huggingface import graft_params
-from jaxtrans.tasks import bert_init
+from jaxtrans.models.bert.bert_from_huggingface import graft_params
+from jaxtrans.models.bert.bert_model import BertConfig, BertForQuestionAnswering
+from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch, report_stem
-from jaxtrans.tasks.bert import (
+from jaxtrans.tasks.bert import bert_init
+from jaxtrans.tasks.bert.bert_task import (
     BertTask,
     check_sequence_length,
     resolve_run_config,

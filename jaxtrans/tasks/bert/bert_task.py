@@ -19,12 +19,12 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxtrans.data.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert import BertConfig
-from jaxtrans.models.huggingface import from_huggingface, graft_params
-from jaxtrans.tasks import bert_init
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
+from jaxtrans.tasks.bert import bert_init
 from jaxtrans.training.step import make_eval_step
 
 # Model fields that fix parameter shapes: a resumed run must keep them.
@@ -248,8 +248,8 @@ class BertTask(Task):
 
     def export(self, output: Path, checkpoint: str = "latest") -> str:
         """config.json, model.safetensors and tokenizer files that transformers loads
-        (jaxtrans.tasks.bert_export)."""
-        from jaxtrans.tasks.bert_export import export_bert
+        (jaxtrans.tasks.bert.bert_export)."""
+        from jaxtrans.tasks.bert.bert_export import export_bert
 
         return export_bert(self, output, checkpoint)
 
@@ -257,7 +257,7 @@ class BertTask(Task):
         """Self-attention of ``[CLS] sentence [SEP]`` (``text<TAB>text_b``: a pair) per
         layer and head to output_png, the word pieces on the axes; returns the pieces."""
         from jaxtrans.inference.plots import plot_bert_attention  # matplotlib: when drawing
-        from jaxtrans.tasks.bert_predict import encode_pair, input_texts
+        from jaxtrans.tasks.bert.bert_predict import encode_pair, input_texts
 
         row = encode_pair(self.tokenizer, *input_texts(sentence, 1), masks=True)
         length, limit = len(row["input_ids"]), self.model_config.max_len

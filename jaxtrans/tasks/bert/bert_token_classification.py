@@ -1,13 +1,13 @@
 """BERT named-entity recognition: a tag for every word, from CoNLL files (or the built-in
 demo corpus), scored by entity-level precision / recall / F1 as conlleval counts them.
 
-Data (``jaxtrans.data.conll``): ``data.ner_train`` / ``ner_dev`` / ``ner_test`` in the tag
+Data (``jaxtrans.data.ner.conll``): ``data.ner_train`` / ``ner_dev`` / ``ner_test`` in the tag
 scheme ``data.tag_scheme`` (bio, iob1 or iobes). The model's labels are BIO tags of the
 training file's entity types (O, B-T, I-T for each type T, kept comma-joined in
 ``data.labels``); every file's tags are converted to them through their entity spans, so
 the three schemes train the same model. A Hugging Face model keeps its own labels
 (id2label: BIO or IOBES). Each word is tagged at its first word piece
-(``jaxtrans.data.token_classification``); long sentences are cut into windows of whole
+(``jaxtrans.data.ner.token_classification``); long sentences are cut into windows of whole
 words and joined back before scoring, so every word is scored exactly once.
 
 The loss is the mean cross entropy over words; ``accuracy`` is the share of words tagged
@@ -27,17 +27,18 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxtrans.data import bert_pipeline, conll, token_classification
-from jaxtrans.data.bert_tokenizer import BertTokenizer
-from jaxtrans.data.words import split_words
+from jaxtrans.data.bert import bert_pipeline
+from jaxtrans.data.ner import conll, token_classification
+from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
+from jaxtrans.data.tokenizers.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference import entities
-from jaxtrans.models.bert import BertConfig, BertForTokenClassification
-from jaxtrans.models.flops import bert_classification_flops
-from jaxtrans.models.huggingface import graft_params
-from jaxtrans.tasks import bert_init
+from jaxtrans.models.bert.bert_from_huggingface import graft_params
+from jaxtrans.models.bert.bert_model import BertConfig, BertForTokenClassification
+from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch, report_stem
-from jaxtrans.tasks.bert import (
+from jaxtrans.tasks.bert import bert_init
+from jaxtrans.tasks.bert.bert_task import (
     BertTask,
     check_sequence_length,
     resolve_run_config,

@@ -1,1 +1,2 @@
-"""The translation task, the Marian directory as its starting point, its export, its decoding settings."""
+"""The translation task, the Marian directory as its starting point, its export, its decoding
+settings."""

@@ -3,16 +3,18 @@ jaxtrans.export``), which ``MarianMTModel.from_pretrained`` and
 ``MarianTokenizer.from_pretrained`` load, and so the tools built on them (pipelines,
 CTranslate2's Marian converter) and evaluate.py --init_from.
 
-    config.json              MarianMTModel's config (jaxtrans.models.marian_export)
+    config.json              MarianMTModel's config (models/marian/marian_to_huggingface.py)
     generation_config.json   beam size and length penalty of the run's eval section, the
                              padding start token never generated
     model.safetensors        the checkpoint's parameters under Marian's names, float32
     source.spm, target.spm,  the run's SentencePiece model(s) and vocabularies in Marian's
-    vocab.json, ...          order (jaxtrans.data.marian_export); a run that started from a
-                             Marian directory gets that directory's files back
+    vocab.json, ...          order (data/translation/marian_tokenizer_files.py); a run
+                             that started from a Marian directory gets that
+                             directory's files back
 
 The vocabulary the tokenizer files define and the rows the weights take are computed
-separately (data/marian_export.py and models/marian_export.py); they are checked to
+separately (data/translation/marian_tokenizer_files.py and
+models/marian/marian_to_huggingface.py); they are checked to
 agree before anything is written.
 """
 
@@ -23,10 +25,17 @@ import jax
 import numpy as np
 from safetensors.numpy import save_file
 
-from jaxtrans.data.marian_export import huggingface_rows, write_marian_tokenizer
-from jaxtrans.data.tokenizer import tokenizer_dir
+from jaxtrans.data.translation.marian_tokenizer_files import (
+    huggingface_rows,
+    write_marian_tokenizer,
+)
+from jaxtrans.data.translation.tokenizer import tokenizer_dir
 from jaxtrans.errors import UserError
-from jaxtrans.models.marian_export import check_exportable, marian_rows, to_huggingface
+from jaxtrans.models.marian.marian_to_huggingface import (
+    check_exportable,
+    marian_rows,
+    to_huggingface,
+)
 from jaxtrans.tasks.base import Task
 from jaxtrans.tasks.export_directory import written_whole
 

@@ -3,8 +3,8 @@ Marian directory (opus-mt), asked as it is (evaluate.py --init_from DIR, Transla
 or fine-tuned (``--config.init_from=DIR``).
 
 The directory decides the model's shape and its tokenizer: config.json gives the
-TransformerConfig (jaxtrans.models.marian_config), source.spm / target.spm / vocab.json
-the tokenizer (copied into the workdir, jaxtrans.data.marian_tokenizer). A run config
+TransformerConfig (jaxtrans.models.marian.marian_config), source.spm / target.spm / vocab.json
+the tokenizer (copied into the workdir, jaxtrans.data.tokenizers.marian_tokenizer). A run config
 may change only what fine-tuning may change (FINE_TUNING_FIELDS); its other model fields
 are best left None (configs/marian_finetune.py: placeholders), and one set to another value
 than the directory's is refused, naming both values.
@@ -15,12 +15,12 @@ from typing import Any
 
 import ml_collections
 
-from jaxtrans.data.marian_tokenizer import is_marian_directory
+from jaxtrans.data.tokenizers.marian_tokenizer import is_marian_directory
 from jaxtrans.errors import UserError
 from jaxtrans.models import TransformerConfig
 from jaxtrans.models.layer_stacks import arrange_layers
-from jaxtrans.models.marian import from_huggingface
-from jaxtrans.models.marian_config import read_config
+from jaxtrans.models.marian.marian_config import read_config
+from jaxtrans.models.marian.marian_from_huggingface import from_huggingface
 from jaxtrans.workdir import huggingface_model_type
 
 # Model fields a run may set on a pretrained model: regularisation and how it is computed.

@@ -18,19 +18,22 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans import data
-from jaxtrans.data.epochs import batches_per_epoch
-from jaxtrans.data.marian_tokenizer import read_marian
-from jaxtrans.data.sources import NoSplit, SplitPairs, read_split
+from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.epochs import batches_per_epoch
+from jaxtrans.data.translation.evaluation import eval_batches
+from jaxtrans.data.translation.pipeline import train_iterator
+from jaxtrans.data.translation.sources import NoSplit, SplitPairs, read_split
+from jaxtrans.data.translation.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.models.flops import train_step_flops
-from jaxtrans.models.huggingface import graft_params
-from jaxtrans.tasks import translation_init
+from jaxtrans.models.bert.bert_from_huggingface import graft_params
+from jaxtrans.models.model_flops import train_step_flops
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
-from jaxtrans.tasks.decoding_settings import (
+from jaxtrans.tasks.translation import translation_init
+from jaxtrans.tasks.translation.decoding_settings import (
     DEFAULT_DECODING,
     decoding_name,
     decoding_settings,
@@ -94,7 +97,7 @@ class TranslationTask(Task):
         self,
         config: ml_collections.ConfigDict,
         model_config: TransformerConfig,
-        tokenizer: data.Tokenizer | None = None,
+        tokenizer: Tokenizer | None = None,
     ):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
@@ -125,7 +128,7 @@ class TranslationTask(Task):
         # First, so that a mistyped --config.data.dev or a broken dev file stops the run
         # before anything is written, rather than dropping dev evaluation at step N.
         dev = read_dev_split(config.data) if config.train.eval_every else _NOT_READ
-        tokenizer = data.load_or_train_tokenizer(config.data, workdir)
+        tokenizer = load_or_train_tokenizer(config.data, workdir)
         run_config = resolve_config(config, tokenizer)
         task = cls(run_config, model_config_of(run_config), tokenizer)
         task._dev = dev
@@ -141,7 +144,7 @@ class TranslationTask(Task):
         flag = "--init_from"
         model_config = translation_init.pretrained_model_config(path, None, flag)
         run_config = ml_collections.ConfigDict({"task": cls.name, "init_from": path})
-        run_config.data = data.get_data_config().to_dict()
+        run_config.data = get_data_config().to_dict()
         run_config.data.max_source_length = run_config.data.max_target_length = 512
         # Decoded as transformers' generate() does by default: scores / length ** 1.0.
         run_config.eval = {**DEFAULT_DECODING, "alpha": 1.0, "penalty_form": "hf"}
@@ -172,7 +175,7 @@ class TranslationTask(Task):
     def from_workdir(cls, workdir: str, run_config: ml_collections.ConfigDict) -> "TranslationTask":
         """The saved config's model and DIR/tokenizer, checked against each other."""
         model_config = model_config_of(run_config, f"{workdir}/config.json: model")
-        tokenizer = data.load_tokenizer(workdir)
+        tokenizer = load_tokenizer(workdir)
         tokenizer.check_vocab_size(model_config.vocab_size, model_config.output_vocab_size)
         task = cls(run_config, model_config, tokenizer)
         task.workdir = workdir
@@ -227,7 +230,7 @@ class TranslationTask(Task):
         }
 
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
-        return data.train_iterator(
+        return train_iterator(
             self.config.data,
             self.tokenizer,
             seed=seed,
@@ -237,7 +240,7 @@ class TranslationTask(Task):
 
     def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str]:
         """An exact count: one pass tokenises and packs the training data as the pipeline
-        does (jaxtrans.data.epochs)."""
+        does (jaxtrans.data.translation.epochs)."""
         steps, usable = batches_per_epoch(
             self.config.data, self.tokenizer, seed=seed, process_count=process_count
         )
@@ -264,7 +267,7 @@ class TranslationTask(Task):
             return None
         return (
             {k: v for k, v in batch.items() if k != "index"}
-            for batch in data.eval_batches(
+            for batch in eval_batches(
                 pairs,
                 self.tokenizer,
                 self.config.eval.batch_size,
@@ -344,8 +347,8 @@ class TranslationTask(Task):
 
     def export(self, output, checkpoint="latest") -> str:
         """A MarianMTModel directory with MarianTokenizer files
-        (jaxtrans.tasks.translation_export)."""
-        from jaxtrans.tasks.translation_export import export_translation
+        (jaxtrans.tasks.translation.translation_export)."""
+        from jaxtrans.tasks.translation.translation_export import export_translation
 
         return export_translation(self, output, checkpoint)
 

@@ -1,6 +1,6 @@
 """A translation run's tokenizer (``WORKDIR/tokenizer/``) as the tokenizer files of a
 Hugging Face Marian directory, so that ``transformers.MarianTokenizer.from_pretrained``
-gives the run's ids (through the permutation of jaxtrans.data.marian_tokenizer).
+gives the run's ids (through the permutation of jaxtrans.data.tokenizers.marian_tokenizer).
 
 - SentencePiece (trained by jaxtrans, N pieces with pad 0, eos 1, bos 2, unk 3, ...):
   the model becomes ``source.spm`` and ``target.spm`` (the same model when shared; with
@@ -17,7 +17,7 @@ The model's side of the export takes its token tables' rows with ``huggingface_r
 Hugging Face row m (m < V) of an embedding, of ``final_logits_bias`` and of an untied
 output is the run's row ``to_model[m]``, except ``<pad>`` (V-1), Marian's decoder start,
 which takes the run's start row (BOS, 2); the run's padding row is left out. This is the
-inverse of jaxtrans.models.marian, which copies ``<pad>``'s row into the start row:
+inverse of jaxtrans.models.marian.from_huggingface, which copies ``<pad>``'s row into the start row:
 config.json says ``vocab_size`` V, ``eos_token_id`` 0 and ``pad_token_id`` =
 ``decoder_start_token_id`` = V-1, and generation forbids V-1 (``bad_words_ids`` [[V-1]],
 as opus-mt's do). Text holding the strings ``</s>``, ``<unk>``, ``<pad>`` or starting with
@@ -32,8 +32,8 @@ import shutil
 import numpy as np
 import sentencepiece as spm
 
-from jaxtrans.data import vocab
-from jaxtrans.data.marian_tokenizer import (
+from jaxtrans.data import reserved_pieces as vocab
+from jaxtrans.data.tokenizers.marian_tokenizer import (
     CONFIG_FILE,
     EOS_PIECE,
     MARIAN_DIR,
@@ -48,8 +48,13 @@ from jaxtrans.data.marian_tokenizer import (
     MarianVocabulary,
     read_marian,
 )
-from jaxtrans.data.pretrained_tokenizer import reserved_ids_permutation
-from jaxtrans.data.tokenizer import METADATA_FILE, SHARED_MODEL, SOURCE_MODEL, TARGET_MODEL
+from jaxtrans.data.tokenizers.pretrained_tokenizer import reserved_ids_permutation
+from jaxtrans.data.translation.tokenizer import (
+    METADATA_FILE,
+    SHARED_MODEL,
+    SOURCE_MODEL,
+    TARGET_MODEL,
+)
 from jaxtrans.errors import UserError, describe
 
 
