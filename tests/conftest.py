@@ -1,22 +1,25 @@
-"""Test-wide settings (with CI=true, a skipped test fails the run) and the tiny models,
-configs and tokenizers many tests share.
+"""Test-wide settings: with CI=true a skipped test fails the run; the shared helpers of
+tests/helpers/ (tiny configs, program servers, fuzz cases, paths) importable by name.
 
-Tests import the helpers directly: ``from conftest import tiny_transformer_config``.
+The tests are sorted by kind: unit/<package>/ (one module or package, no program started),
+integration/ (training and evaluation through the programs), reliability/ (bad input,
+faults, fuzz, security) and docs/ (the docs and the architecture they describe). Tests
+that take more than a few seconds carry the ``slow`` marker: ``python -m pytest -m "not
+slow"`` is the quick loop.
 """
 
 import os
 import sys
 import warnings
 
-import ml_collections
 import pytest
-
-from jaxtrans.models import TransformerConfig
 
 # torch's reference modules warn about their own mask conventions; not our concern.
 warnings.filterwarnings("ignore", module="torch")
 
-REPO = __file__.rsplit("/tests/", 1)[0]
+HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers")
+if HELPERS not in sys.path:
+    sys.path.insert(0, HELPERS)
 
 
 # ------------------------------------------------- on CI, a skipped test fails the run
@@ -59,97 +62,3 @@ def pytest_terminal_summary(terminalreporter) -> None:
         )
         for nodeid, reason in sorted(_skipped.items()):
             terminalreporter.write_line(f"SKIPPED {nodeid}: {reason}")
-
-
-def tiny_transformer_config(
-    position: str = "rope", vocab: int = 13, **changes
-) -> TransformerConfig:
-    """A 16-wide, 1+2-layer Transformer without dropout, untied output: fast to compile
-    and deterministic, for decoding, translation and report tests."""
-    base = dict(
-        vocab_size=vocab,
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_encoder_layers=1,
-        num_decoder_layers=2,
-        max_len=32,
-        position=position,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        activation_dropout_rate=0.0,
-        tie_output=False,
-    )
-    return TransformerConfig(**{**base, **changes})
-
-
-class WordTokenizer:
-    """Each whitespace-separated number is one token id (source and target)."""
-
-    def encode_source(self, text: str) -> list[int]:
-        return [int(word) for word in text.split()]
-
-    def decode_target(self, ids: list[int]) -> str:
-        return " ".join(map(str, ids))
-
-    decode_source = decode_target
-
-
-# configs/demo.py shrunk to a run of seconds: the overrides, as --config.KEY=VALUE keys.
-TINY_TRANSLATION = {
-    "model.d_model": 32,
-    "model.num_heads": 2,
-    "model.d_ff": 64,
-    "model.num_encoder_layers": 1,
-    "model.num_decoder_layers": 1,
-    "data.demo_train_size": 1500,
-    "data.demo_dev_size": 40,
-    "data.demo_test_size": 40,
-    "data.vocab_size": 300,
-    "data.batch_size": 8,
-    "data.max_source_length": 24,
-    "data.max_target_length": 24,
-    "train.log_every": 1,
-    "train.eval_every": 0,
-}
-
-# configs/bert_demo.py shrunk likewise.
-TINY_PRETRAINING = {
-    "model.d_model": 32,
-    "model.num_heads": 2,
-    "model.d_ff": 64,
-    "model.num_layers": 1,
-    "model.max_len": 32,
-    # Dropout on, so that resuming must also repeat the dropout masks.
-    "model.dropout_rate": 0.1,
-    "data.demo_documents": 200,
-    "data.vocab_size": 200,
-    "data.demo_dev_documents": 20,
-    "data.max_seq_length": 32,
-    "data.max_predictions_per_seq": 5,
-    "data.batch_size": 8,
-    "data.read_threads": 1,
-    # Constant, so that a shorter run has the same rates as a longer one.
-    "optimizer.schedule": "constant",
-    "optimizer.learning_rate": 1e-3,
-    "train.log_every": 1,
-    "train.checkpoint_every": 3,
-    "train.eval_every": 6,
-    "train.async_checkpoints": False,
-    "eval.batch_size": 16,
-    "eval.num_batches": 1,
-}
-
-
-def tiny_translation_config(num_steps: int, **overrides) -> ml_collections.ConfigDict:
-    """configs/demo.py with TINY_TRANSLATION, ``num_steps`` and ``overrides`` (flattened
-    keys, e.g. ``**{"train.checkpoint_every": 3}``)."""
-    if REPO not in sys.path:
-        sys.path.insert(0, REPO)
-    from configs import demo
-
-    config = demo.get_config()
-    config.update_from_flattened_dict(
-        {**TINY_TRANSLATION, "train.num_steps": num_steps, **overrides}
-    )
-    return config

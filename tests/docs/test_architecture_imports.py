@@ -12,7 +12,8 @@ imports no task-data folder.
 import ast
 import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import REPO
+
 PACKAGE = os.path.join(REPO, "jaxtrans")
 
 # Layer of each top-level module or package of jaxtrans, and its rank in the order.

@@ -5,7 +5,7 @@ import glob
 import os
 import re
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import REPO
 
 
 def mapped_files() -> set[str]:

@@ -12,10 +12,10 @@ import sys
 
 import ml_collections
 import pytest
+from paths import REPO
 
 from jaxtrans.models import BertConfig, TransformerConfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "docs", "configuration.md")
 
 

@@ -9,12 +9,12 @@ import sysconfig
 import tomllib
 
 import pytest
+from paths import REPO
 
 import jaxtrans.plot
 import jaxtrans.programs.evaluate
 import jaxtrans.programs.train
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
     "jaxtrans-train": jaxtrans.programs.train.main,
     "jaxtrans-evaluate": jaxtrans.programs.evaluate.main,

@@ -9,8 +9,8 @@ import sys
 
 import ml_collections
 import pytest
+from paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_COMMAND = (
     "pip install -c constraints.txt -e . && python train.py --config configs/demo.py "
     "--workdir runs/demo && python evaluate.py --workdir runs/demo"

@@ -6,7 +6,8 @@ import glob
 import json
 import os
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import REPO
+
 NOTEBOOK = os.path.join(REPO, "notebooks", "colab_tpu.ipynb")
 
 # Cells this test does not run, by tag, and why.

@@ -1,5 +1,5 @@
-"""The fuzz cases of tests/test_reliability_fuzz.py: seeded bad input for train.py and
-evaluate.py, made from the mutations of tests/fuzz_mutations.py.
+"""The fuzz cases of tests/reliability/test_reliability_fuzz.py: seeded bad input for train.py and
+evaluate.py, made from the mutations of tests/helpers/fuzz_mutations.py.
 
 ``make_cases(seed, count)`` draws case i from kind ``KINDS[i % len(KINDS)]`` with its own
 ``random.Random(f"{seed}-{i}")``, so any count starts with the same cases (the default run
@@ -98,7 +98,7 @@ def train_data(d: Draw, number: int) -> dict:
 
 def config_leaves() -> dict[str, type]:
     """Every field of configs/demo.py: KEY -> the type of its default."""
-    from conftest import tiny_translation_config
+    from tiny_configs import tiny_translation_config
 
     def walk(tree: dict, prefix: str = ""):
         for key, value in tree.items():

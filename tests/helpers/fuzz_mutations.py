@@ -1,7 +1,7 @@
 """Seeded ways to damage the inputs of train.py and evaluate.py, as bytes: lines and
 files of training data and --input text, JSON files (config.json, tokenizer.json,
-tokenizer_config.json), SentencePiece models, WordPiece vocabularies. tests/fuzz_cases.py
-makes the fuzz cases of tests/test_reliability_fuzz.py from them.
+tokenizer_config.json), SentencePiece models, WordPiece vocabularies. tests/helpers/fuzz_cases.py
+makes the fuzz cases of tests/reliability/test_reliability_fuzz.py from them.
 
 Mutations that hit a bug outside the files the fuzz's fixes may touch are in
 ``KNOWN_BUGS``; they are drawn only when JAXTRANS_FUZZ_KNOWN_BUGS=1 (docs/reliability.md

@@ -1,6 +1,6 @@
 """Two training steps of a tiny model on given meshes; run as a subprocess by the tests.
 
-    python tests/parallel_step.py OUTDIR DATAxFSDPxTENSOR [...]
+    python tests/helpers/parallel_step.py OUTDIR DATAxFSDPxTENSOR [...]
 
 For each mesh (using the first data*fsdp*tensor devices) writes the last step's loss and
 the updated parameters (flattened) to OUTDIR/DATAxFSDPxTENSOR.npz from process 0.

@@ -21,8 +21,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from paths import REPO
 
 # ----------------------------------------------------------------------- client (test side)
 

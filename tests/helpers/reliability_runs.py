@@ -16,8 +16,8 @@ import os
 import shutil
 import tempfile
 
-from conftest import TINY_TRANSLATION
 from program_server import ProgramServer
+from tiny_configs import TINY_TRANSLATION
 
 STEPS = 8
 # Keys of a metrics record that measure time, not training; everything else must repeat.

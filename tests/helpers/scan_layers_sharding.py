@@ -1,6 +1,6 @@
 """The scanned model on 8 forced CPU devices; run as a subprocess by test_scan_layers.py.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 python tests/scan_layers_sharding.py
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 python tests/helpers/scan_layers_sharding.py
 
 Prints one line ``RESULT {json}``: the compiled sharding of an encoder block's output (the
 residual stream) under the default rules and with "length" on the tensor axis, the

@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from paths import REPO
 
 
 def test_train_step_benchmark_quick_prints_its_table():

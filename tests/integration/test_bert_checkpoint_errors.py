@@ -311,7 +311,7 @@ def test_train_py_refuses_a_shard_outside_the_checkpoint_with_status_2(tmp_path)
 
 
 def test_evaluate_py_on_a_bert_workdir_with_a_damaged_tokenizer_config_exits_2(tmp_path):
-    from conftest import REPO
+    from paths import REPO
     from reliability_runs import run_program
 
     from jaxtrans.models.bert.bert_model import BertConfig

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import REPO, TINY_PRETRAINING
+from tiny_configs import REPO, TINY_PRETRAINING
 
 from jaxtrans.data.tokenizers.bert_tokenizer import SentencePieceBertTokenizer
 from jaxtrans.data.tokenizers.huggingface_tokenizer_files import write_huggingface_tokenizer
@@ -133,7 +133,7 @@ def export(*flags: str) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """configs/bert_demo.py shrunk (conftest.TINY_PRETRAINING), trained 3 steps: a
+    """configs/bert_demo.py shrunk (tiny_configs.TINY_PRETRAINING), trained 3 steps: a
     SentencePiece run with a checkpoint at step 3."""
     if REPO not in sys.path:
         sys.path.insert(0, REPO)

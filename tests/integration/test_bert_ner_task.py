@@ -10,6 +10,8 @@ import subprocess
 import sys
 import warnings
 
+from paths import REPO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
 
 import flax.linen as nn
@@ -30,7 +32,6 @@ from jaxtrans.inference.entities import convert_tags, count_entities, entity_spa
 from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
 from jaxtrans.programs.evaluate import main
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from configs import bert_ner, bert_ner_demo  # noqa: E402

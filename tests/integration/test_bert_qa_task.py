@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from paths import REPO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built and read locally
 
 import numpy as np
@@ -21,7 +23,6 @@ from jaxtrans.data.qa.squad import gold_answers
 from jaxtrans.errors import UserError
 from jaxtrans.inference.squad_metrics import squad_scores
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+from paths import REPO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
 
 import flax.linen as nn
@@ -17,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import TINY_PRETRAINING as SHARED_TINY_PRETRAINING
 from orbax.checkpoint import args as ocp_args
+from tiny_configs import TINY_PRETRAINING as SHARED_TINY_PRETRAINING
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.data.bert.classification import EncodeExample, pad_example, read_labelled_texts
@@ -28,7 +30,6 @@ from jaxtrans.models.bert.bert_model import BertForClassification, BertForPretra
 from jaxtrans.tasks import evaluate_workdir, load_task, restore_task, train_and_evaluate
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS, bert_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from configs import bert_classify, bert_demo  # noqa: E402
@@ -198,7 +199,7 @@ def test_evaluating_a_pretraining_run_on_test_or_a_workdir_of_an_unknown_task_is
 
 
 def test_evaluate_py_scores_a_pretraining_workdir_on_dev_by_default(pretrained, tmp_path):
-    evaluate_py = os.path.join(os.path.dirname(os.path.dirname(__file__)), "evaluate.py")
+    evaluate_py = os.path.join(REPO, "evaluate.py")
     result = subprocess.run(
         [sys.executable, evaluate_py, "--workdir", str(pretrained), "--outdir", str(tmp_path)],
         capture_output=True, text=True, timeout=300,

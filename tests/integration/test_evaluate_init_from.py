@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import REPO
+from paths import REPO
 from test_bert_predict import save_model
 
 from jaxtrans.programs.evaluate import main

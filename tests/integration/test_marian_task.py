@@ -3,7 +3,7 @@
 scored, and exported back to a Marian directory; every translation compared with
 transformers' MarianMTModel.generate on the same text, through MarianTokenizer.
 
-The Marian directories are random-weight models built in the test (tests/marian_directories.py);
+The Marian directories are random-weight models built in the test (helpers/marian_directories.py);
 nothing is downloaded."""
 
 import json
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import REPO
 from marian_directories import GERMAN, SPANISH, corpus, marian_model_directory
+from paths import REPO
 from reliability_runs import checkpoint_leaves, run_program, scratch, server, train_records
 from reliability_runs import without_timing as untimed
 
@@ -237,7 +237,7 @@ def test_the_fine_tuned_run_exports_to_a_marian_directory_transformers_translate
 
 def test_a_run_trained_from_nothing_exports_too(tmp_path, capsys):
     """The demo's SentencePiece run (interleaved sinusoids, Marian's LayerNorm epsilon)."""
-    from conftest import TINY_TRANSLATION
+    from tiny_configs import TINY_TRANSLATION
 
     from jaxtrans.export import main
 

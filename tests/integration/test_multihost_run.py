@@ -3,9 +3,9 @@ fsdp 2 x tensor 2, joined by jax.distributed on 127.0.0.1), killed with SIGKILL 
 restarted, then continued on 1 process x 1 device and 1 process x 8 devices, and scored by
 evaluate.py.
 
-The processes are forked by the reliability tests' program server (tests/program_server.py),
+The processes are forked by the reliability tests' program server (tests/helpers/program_server.py),
 so each pays no imports; every run is ``train.py`` with the tiny demo flags of
-tests/reliability_runs.py. Set ``JAXTRANS_KILL_SEED`` to replay a kill step.
+tests/helpers/reliability_runs.py. Set ``JAXTRANS_KILL_SEED`` to replay a kill step.
 """
 
 import json
@@ -45,7 +45,7 @@ def free_port() -> int:
 
 def device_env(devices: int) -> dict[str, str]:
     """Each process gets its own forced CPU devices (set only in the child). XLA compiles
-    without its slow optimisations, as in tests/test_benchmarks.py: the sharded step
+    without its slow optimisations, as in tests/integration/test_benchmarks.py: the sharded step
     compiles in about half the time; every run here uses the same flags."""
     return {
         "JAX_PLATFORMS": "cpu",
@@ -187,7 +187,7 @@ def test_a_2_process_checkpoint_continues_on_one_process_with_the_same_losses(
 ):
     """Checkpoint 4 of the 2 x 4 run, restored on one process (orbax lays it out on the new
     mesh; the two data shards are re-split onto it), trains steps 5..8 on the same global
-    batches (tests/test_data_pipeline.py checks those bitwise for 1, 2, 4 and 8
+    batches (tests/unit/data/test_data_pipeline.py checks those bitwise for 1, 2, 4 and 8
     processes): the losses equal the 2 x 4 run's to 1e-6 relative. Sums over other device
     splits round differently: about 1e-6 absolute at a loss of 5.7, 2 to 3 float32 steps."""
     workdir = str(tmp_path / "continued")

@@ -9,11 +9,12 @@ import os
 import shutil
 
 import pytest
+from paths import FIXTURES
 
 from jaxtrans.tasks import evaluate_workdir, train_and_evaluate
 from jaxtrans.workdir import load_run_config
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "workdirs_0996837")
+FIXTURES = os.path.join(FIXTURES, "workdirs_0996837")
 with open(os.path.join(FIXTURES, "expected.json"), encoding="utf-8") as f:
     EXPECTED = json.load(f)
 

@@ -1,16 +1,15 @@
 """python -m jaxtrans.plot DIR: curves drawn from metrics.jsonl, resumed runs, bad input."""
 
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from paths import REPO
 
 from jaxtrans.plot import draw, main, read_metrics
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from paths import HELPERS
 
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
@@ -340,7 +341,7 @@ def test_huggingface_bert_loads_into_a_scanned_model_and_exports_back(tmp_path):
 
 # Sharding, on 8 forced CPU devices in a subprocess.
 
-SHARDING_SCRIPT = os.path.join(os.path.dirname(__file__), "scan_layers_sharding.py")
+SHARDING_SCRIPT = os.path.join(HELPERS, "scan_layers_sharding.py")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from conftest import tiny_transformer_config
+from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
 from jaxtrans.inference.translate import translate_ids

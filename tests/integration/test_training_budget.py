@@ -8,7 +8,8 @@ import sys
 import time
 
 import pytest
-from conftest import TINY_TRANSLATION, tiny_translation_config
+from paths import REPO
+from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import UserError
@@ -17,7 +18,6 @@ from jaxtrans.training import loop
 from jaxtrans.training.budget import TimeBudget, process_start_time
 from jaxtrans.training.run_settings import check_run_settings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPORTED_AT = time.time()
 
 

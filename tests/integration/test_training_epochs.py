@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from conftest import tiny_translation_config
+from tiny_configs import tiny_translation_config
 
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.epochs import batches_per_epoch

@@ -8,12 +8,11 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import tiny_translation_config
+from paths import REPO
+from tiny_configs import tiny_translation_config
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.tasks import train_and_evaluate
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny_config(num_steps: int):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
-from conftest import tiny_translation_config
+from tiny_configs import tiny_translation_config
 
 from jaxtrans.errors import TrainingStopped
 from jaxtrans.models import TransformerConfig

@@ -7,8 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from paths import HELPERS
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "parallel_step.py")
+SCRIPT = os.path.join(HELPERS, "parallel_step.py")
 MESHES = ["8x1x1", "2x2x2"]  # data; data x fsdp x tensor
 
 

@@ -6,11 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from paths import REPO
 
 from jaxtrans.errors import UserError
 from jaxtrans.training.sharding import LOGICAL_RULES, logical_rules, rules_text
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_default_table_reads_back_as_itself():

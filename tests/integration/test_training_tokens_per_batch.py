@@ -7,13 +7,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import tiny_translation_config
+from paths import REPO
+from tiny_configs import tiny_translation_config
 
 from jaxtrans.errors import UserError
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.training.run_settings import batch_rows, check_run_settings, rows_for_tokens
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Mesh:

@@ -3,7 +3,7 @@ checked against what evaluate.py's task computes for the same run."""
 
 import jax
 import pytest
-from conftest import tiny_translation_config
+from tiny_configs import tiny_translation_config
 
 import jaxtrans
 from jaxtrans.errors import UserError

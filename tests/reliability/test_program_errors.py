@@ -1,4 +1,4 @@
-"""One-line errors the fuzz of tests/test_reliability_fuzz.py found missing, each pinned
+"""One-line errors the fuzz of tests/reliability/test_reliability_fuzz.py found missing, each pinned
 where it is raised: flags, config.json, workdir directories, tokenizer training, and the
 exit of a program while a library thread is still at work."""
 
@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import REPO
+from paths import REPO
 
 from jaxtrans.errors import UserError
 from jaxtrans.programs import cli, train

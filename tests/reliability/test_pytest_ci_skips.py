@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from paths import REPO
 
 TESTS = {
     "test_some.py": """

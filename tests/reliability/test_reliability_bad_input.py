@@ -1,7 +1,7 @@
 """Bad input to train.py and evaluate.py: one line naming the problem and what to do,
 exit status 2, no traceback, and nothing already in the workdir removed or overwritten.
 
-One table-driven test runs every case as the real program (tests/program_server.py).
+One table-driven test runs every case as the real program (tests/helpers/program_server.py).
 """
 
 import dataclasses

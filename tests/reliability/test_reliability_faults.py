@@ -1,8 +1,8 @@
 """train.py under faults: killed, preempted, bad numbers, a failing disk, two at once; and
 both programs on a damaged checkpoint or a bug while restoring.
 
-Every test runs the real program (tests/program_server.py) on the tiny demo run of
-tests/reliability_runs.py and compares with an uninterrupted reference run where it can.
+Every test runs the real program (tests/helpers/program_server.py) on the tiny demo run of
+tests/helpers/reliability_runs.py and compares with an uninterrupted reference run where it can.
 """
 
 import glob

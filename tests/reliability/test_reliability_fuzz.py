@@ -6,15 +6,15 @@ stderr, ``error: ...``, naming the file, the line or the flag), never a tracebac
 changes a checkpoint already in the workdir (sizes, times and SHA-256 before and after); a
 case refused with status 2 changes no file of the workdir at all.
 
-    pytest tests/test_reliability_fuzz.py                       # the first 18 cases of seed 0
-    JAXTRANS_FUZZ_COUNT=300 pytest tests/test_reliability_fuzz.py
+    pytest tests/reliability/test_reliability_fuzz.py           # the first 18 cases of seed 0
+    JAXTRANS_FUZZ_COUNT=300 pytest tests/reliability/test_reliability_fuzz.py
     JAXTRANS_FUZZ_SEED=7 ...             # other cases
     JAXTRANS_FUZZ_KNOWN_BUGS=1 ...       # also the known bugs (fuzz_mutations.KNOWN_BUGS)
     JAXTRANS_FUZZ_REPORT=fuzz.jsonl ...  # one record per case: outcome, status, seconds, error
 
-The cases come from tests/fuzz_cases.py (case i is the same for any count); the programs
-run as forks of tests/program_server.py, and the trained workdir is a copy of the reference
-run of tests/reliability_runs.py (8 steps, checkpoints 2, 4, 6, 8). Most cases stop before
+The cases come from tests/helpers/fuzz_cases.py (case i is the same for any count); the programs
+run as forks of tests/helpers/program_server.py, and the trained workdir is a copy of the reference
+run of tests/helpers/reliability_runs.py (8 steps, checkpoints 2, 4, 6, 8). Most cases stop before
 anything compiles; accepted training runs reuse the reference run's compiled step.
 """
 
@@ -26,9 +26,9 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
 from fuzz_cases import FuzzCase, make_cases
 from fuzz_mutations import HF_FILES, INCLUDE_KNOWN_BUGS, damaged
+from paths import REPO
 from reliability_runs import (
     changed_files,
     copy_of_reference,

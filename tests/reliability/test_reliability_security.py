@@ -11,9 +11,8 @@ import os
 import re
 
 import pytest
+from paths import REPO
 from reliability_runs import copy_of_reference, run_program, tiny_flags, train
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Loading arbitrary objects: any of these in the package would be a way to run code from a
 # file. (torch.load is allowed only with weights_only=True, checked separately.)

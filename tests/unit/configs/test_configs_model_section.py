@@ -1,12 +1,11 @@
 """The model section of every config is its model dataclass's defaults plus the values
 the config writes down: configs/_dataclass_section.py and the recipes it must still give."""
 
-import os
 import sys
 
 import pytest
+from paths import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from paths import REPO
 
 from jaxtrans.training import sharding
 from jaxtrans.training.run_settings import (
@@ -17,7 +18,6 @@ from jaxtrans.training.run_settings import (
     schedule_from_time,
 )
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARK = os.path.join(REPO, "benchmarks", "time_to_bleu.py")
 
 

@@ -2,16 +2,15 @@
 either direction and scores Chinese targets with sacreBLEU's zh tokenizer."""
 
 import json
-import os
 import sys
 
 import pytest
+from paths import REPO
 
 from jaxtrans.data.translation.sources import load_split, training_pairs
 from jaxtrans.inference.bleu import bleu_tokenizer
 from jaxtrans.tasks.translation.decoding_settings import target_language
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = [
     {"english": "The cat sings.", "chinese": "猫在唱歌。"},
     {"english": "Hi.", "chinese": "你好。"},

@@ -10,6 +10,7 @@ import grain
 import ml_collections
 import numpy as np
 import pytest
+from paths import FIXTURES, HELPERS, REPO
 
 from jaxtrans.data.bert import bert_pipeline
 from jaxtrans.data.data_shards import as_data_shards
@@ -23,7 +24,7 @@ from jaxtrans.data.translation.pipeline import train_iterator
 from jaxtrans.data.translation.tokenizer import load_tokenizer
 from jaxtrans.errors import UserError
 
-OLD_WORKDIRS = pathlib.Path(__file__).parent / "fixtures" / "workdirs_0996837"
+OLD_WORKDIRS = pathlib.Path(FIXTURES) / "workdirs_0996837"
 IDENTITY = {"seed": 3, "process_index": 0, "process_count": 2, "rows": 4}
 
 
@@ -191,11 +192,11 @@ def test_every_training_iterator_has_stats():
 def test_a_bert_iterator_left_open_exits_without_errors_from_its_threads():
     # Its reader and prefetch threads are stopped before interpreter teardown.
     program = (
-        "import json, sys; sys.path.insert(0, 'tests')\n"
+        f"import json, sys; sys.path[:0] = [{HELPERS!r}, {str(pathlib.Path(__file__).parent)!r}]\n"
         "from test_data_iterators import bert_iterator, old_run\n"
         "iterator = bert_iterator(old_run('bert_pretraining')[0]); next(iterator)\n"
     )
-    root = pathlib.Path(__file__).parent.parent
+    root = pathlib.Path(REPO)
     done = subprocess.run(
         [sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=120
     )

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 import tokenizers
-from conftest import TINY_TRANSLATION
+from paths import REPO
+from tiny_configs import TINY_TRANSLATION
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
@@ -23,7 +24,6 @@ from jaxtrans.data.translation.sources import training_pairs
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHINESE = ["我们喜欢猫。", "他们在花园里唱歌。", "猫喜欢唱歌吗？"]
 
 

@@ -7,6 +7,7 @@ import pathlib
 import ml_collections
 import pytest
 import sentencepiece as spm
+from paths import FIXTURES
 
 from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.data.bert import bert_pipeline
@@ -15,7 +16,7 @@ from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, trai
 from jaxtrans.data.translation.tokenizer import train_tokenizer
 from jaxtrans.errors import UserError
 
-OLD_WORKDIRS = pathlib.Path(__file__).parent / "fixtures" / "workdirs_0996837"
+OLD_WORKDIRS = pathlib.Path(FIXTURES) / "workdirs_0996837"
 SENTENCES = ["the dog sees a cat", "a cat sees the dog", "the bird sings"] * 20
 
 

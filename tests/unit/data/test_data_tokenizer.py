@@ -5,6 +5,7 @@ import os
 import pathlib
 
 import pytest
+from paths import REPO
 
 from jaxtrans.data.reserved_pieces import BOS_ID, CLS_ID, EOS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices
@@ -47,7 +48,7 @@ def test_reserved_ids_are_fixed_in_every_model(demo_workdir):
 
 def test_each_reserved_id_is_defined_once_in_jaxtrans():
     names = {"PAD_ID", "EOS_ID", "BOS_ID", "UNK_ID", "CLS_ID", "SEP_ID", "MASK_ID"}
-    package = pathlib.Path(__file__).parent.parent / "jaxtrans"
+    package = pathlib.Path(REPO) / "jaxtrans"
     definitions = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -9,11 +9,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import transformers
+from test_bert_wordpiece import TEXTS, vocab_dir  # noqa: F401  (fixture)
 from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer
 
 from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.data.tokenizers.words import encode_words, split_words
-from tests.test_bert_wordpiece import TEXTS, vocab_dir  # noqa: F401  (fixture)
 
 MORE_TEXTS = [
     "Steve Jobs founded Apple in Cupertino, California, in 1976.",

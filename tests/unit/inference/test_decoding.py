@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import tiny_transformer_config
+from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import (
     beam_decode,

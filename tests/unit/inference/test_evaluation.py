@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sacrebleu
-from conftest import WordTokenizer, tiny_transformer_config
 from PIL import Image
+from tiny_configs import WordTokenizer, tiny_transformer_config
 
 from jaxtrans.inference.bleu import corpus_scores
 from jaxtrans.inference.plots import plot_attention

@@ -6,7 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import WordTokenizer, tiny_transformer_config
+from tiny_configs import WordTokenizer, tiny_transformer_config
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.translate import translate, translate_ids

@@ -4,6 +4,8 @@ analytic FLOPs against XLA's cost analysis."""
 import os
 import sys
 
+from paths import REPO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import flax.linen as nn
@@ -18,7 +20,6 @@ from jaxtrans.models.bert.bert_model import BertForPretraining
 from jaxtrans.tasks.bert.bert_pretraining import BertPretrainingTask
 from jaxtrans.tasks.bert.bert_task import bert_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from configs import bert_base, bert_demo  # noqa: E402

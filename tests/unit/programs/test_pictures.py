@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO, tiny_transformer_config
 from PIL import Image
+from tiny_configs import REPO, tiny_transformer_config
 
 from jaxtrans import pictures
 from jaxtrans.inference import plots
