@@ -3,9 +3,10 @@ tests/helpers/ (tiny configs, program servers, fuzz cases, paths) importable by 
 
 The tests are sorted by kind: unit/<package>/ (one module or package, no program started),
 integration/ (training and evaluation through the programs), reliability/ (bad input,
-faults, fuzz, security) and docs/ (the docs and the architecture they describe). Tests
-that take more than a few seconds carry the ``slow`` marker: ``python -m pytest -m "not
-slow"`` is the quick loop.
+faults, fuzz, security) and docs/ (the docs and the architecture they describe). Every
+test of integration/ and reliability/ is ``slow``, and so is each unit test marked
+``@pytest.mark.slow`` (a few seconds or more): ``python -m pytest -m "not slow"`` is the
+quick loop, the whole suite is what CI runs.
 """
 
 import os
@@ -17,9 +18,31 @@ import pytest
 # torch's reference modules warn about their own mask conventions; not our concern.
 warnings.filterwarnings("ignore", module="torch")
 
-HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+HELPERS = os.path.join(TESTS, "helpers")
 if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)
+
+# The suite's models are tiny, so compiling them is most of its time, and most of that is
+# XLA:CPU's backend optimisation; without it the model tests take half the time and every
+# result is still compared with its reference at the same tolerance. Set before JAX starts
+# a backend (here and in every program a test starts, which inherits the environment);
+# JAXTRANS_TEST_XLA_OPTIMIZE=1 keeps XLA's default. Tests that set XLA_FLAGS of their own
+# (forced device counts) add this flag through ``paths.xla_flags``.
+if os.environ.get("JAXTRANS_TEST_XLA_OPTIMIZE") != "1":
+    from paths import xla_flags
+
+    os.environ["XLA_FLAGS"] = xla_flags()
+
+# The kinds of test whose every test is slow: they start programs or train.
+SLOW_KINDS = ("integration", "reliability")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        kind = os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
+        if kind in SLOW_KINDS:
+            item.add_marker(pytest.mark.slow)
 
 
 # ------------------------------------------------- on CI, a skipped test fails the run

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 
+import pytest
 from paths import REPO
 
 NOTEBOOK = os.path.join(REPO, "notebooks", "colab_tpu.ipynb")
@@ -97,6 +98,7 @@ def test_notebook_covers_install_devices_tfds_mesh_tensorboard_training_and_bleu
     assert sorted(tagged) == sorted(["parameters", *NOT_RUN])
 
 
+@pytest.mark.slow
 def test_notebook_runs_top_to_bottom_on_cpu_with_the_demo_config(tmp_path, monkeypatch):
     workdir = str(tmp_path / "run")
     parameters = (

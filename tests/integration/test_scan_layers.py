@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from paths import HELPERS
+from paths import HELPERS, xla_flags
 
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
@@ -347,7 +347,7 @@ SHARDING_SCRIPT = os.path.join(HELPERS, "scan_layers_sharding.py")
 @pytest.fixture(scope="module")
 def eight_device_run():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    env["XLA_FLAGS"] = xla_flags(8)
     result = subprocess.run(
         [sys.executable, SHARDING_SCRIPT],
         env=env,

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from paths import HELPERS
+from paths import HELPERS, xla_flags
 
 SCRIPT = os.path.join(HELPERS, "parallel_step.py")
 MESHES = ["8x1x1", "2x2x2"]  # data; data x fsdp x tensor
@@ -15,9 +15,7 @@ MESHES = ["8x1x1", "2x2x2"]  # data; data x fsdp x tensor
 
 def command(outdir, meshes, devices=1, env_extra=None):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)
-    if devices > 1:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags(devices if devices > 1 else None)
     env.update(env_extra or {})
     return [sys.executable, SCRIPT, str(outdir), *meshes], env
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from paths import REPO
+from paths import REPO, xla_flags
 
 from jaxtrans.errors import UserError
 from jaxtrans.training.sharding import LOGICAL_RULES, logical_rules, rules_text
@@ -107,7 +107,7 @@ print("RESULT", json.dumps(result))
 
 def test_a_changed_rule_changes_the_compiled_sharding_of_a_parameter():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    env["XLA_FLAGS"] = xla_flags(8)
     changed = "embed=none,mlp=fsdp+tensor"
     result = subprocess.run(
         [sys.executable, "-c", SHARDING_SCRIPT, "", changed],

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 
 import pytest
+from paths import xla_flags
 from reliability_runs import (
     changed_files,
     copy_of_reference,
@@ -23,7 +24,7 @@ from reliability_runs import (
     train,
 )
 
-TWO_DEVICES = (("XLA_FLAGS", "--xla_force_host_platform_device_count=2"),)
+TWO_DEVICES = (("XLA_FLAGS", xla_flags(2)),)
 
 
 @pytest.fixture(scope="module")

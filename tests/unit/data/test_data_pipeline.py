@@ -122,6 +122,7 @@ def test_model_segment_masks_never_join_two_packed_pairs(demo_tokenizer):
         np.testing.assert_array_equal(allowed, same_pair)
 
 
+@pytest.mark.slow
 def test_transformer_on_a_packed_batch_equals_each_pair_alone(demo_tokenizer):
     batch = next(train_iterator(small_demo_config(), demo_tokenizer, seed=3))
     config = TransformerConfig(

@@ -123,6 +123,7 @@ def run(program: str, *flags: str) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_tiny_run_with_a_wordpiece_vocabulary_trains_and_evaluates(wordpiece_dir, tmp_path):
     workdir = tmp_path / "run"
     overrides = {**TINY_TRANSLATION, "train.num_steps": 4, "train.compilation_cache_dir": ""}

@@ -98,6 +98,7 @@ def cached_logits(params, src, target, *, config) -> jnp.ndarray:
 TARGET_LEN = 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_cached_step_logits_equal_a_full_rerun_over_the_prefix(position):
     config, params = tiny_model(position)
@@ -126,6 +127,7 @@ def through_first_eos(row) -> list[int]:
     return row[: row.index(EOS) + 1] if EOS in row else row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_cached_greedy_equals_the_naive_full_rerun_loop(position):
     config, params = tiny_model(position)
@@ -139,6 +141,7 @@ def test_cached_greedy_equals_the_naive_full_rerun_loop(position):
         assert (got[len(want) :] == PAD).all()
 
 
+@pytest.mark.slow
 def test_beam_of_one_equals_greedy():
     config, params = tiny_model("rope")
     src, max_len = sources(), TARGET_LEN - 1
@@ -150,6 +153,7 @@ def test_beam_of_one_equals_greedy():
     np.testing.assert_array_equal(np.asarray(beam)[:, 0], greedy)
 
 
+@pytest.mark.slow
 def test_wide_beam_finds_the_best_sequence_of_exhaustive_enumeration():
     vocab, length, alpha = 5, 4, 0.6
     config, params = tiny_model("sinusoidal", vocab=vocab)

@@ -65,6 +65,7 @@ def params():
     return nn.unbox(jax.jit(Transformer(CONFIG).init)(jax.random.key(3), source, source))["params"]
 
 
+@pytest.mark.slow
 def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys):
     pairs = [("5 6 7", "6 5 4"), ("8 9 10 11 12", "9 9 12"), ("9 9", "2 2 2")]
     report = evaluate_translations(
@@ -102,6 +103,7 @@ def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys
     assert "lines read" not in printed
 
 
+@pytest.mark.slow
 def test_skipped_lines_are_counted_in_the_report_the_markdown_and_the_console(tmp_path, capsys):
     pairs = [("5 6 7", "6 5 4"), ("9 9", "2 2 2")]
     report = evaluate_translations(
@@ -116,6 +118,7 @@ def test_skipped_lines_are_counted_in_the_report_the_markdown_and_the_console(tm
     assert console.startswith("dev step 7: BLEU") and said in console
 
 
+@pytest.mark.slow
 def test_attention_picture_is_a_valid_png(tmp_path):
     output, masks = tmp_path / "attention.png", tmp_path / "masks.png"
     translation = plot_attention(

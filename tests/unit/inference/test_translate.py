@@ -35,6 +35,7 @@ def params(eos_bias: float = 0.0) -> dict:
 TRANSLATE = dict(beam_size=4, alpha=0.6, max_extra_length=3, length_multiple=8)
 
 
+@pytest.mark.slow
 def test_translating_a_batch_equals_translating_each_sentence_alone():
     tokenizer = WordTokenizer()
     together = translate(CONFIG, params(), tokenizer, [*SHORT, LONG], batch_size=4, **TRANSLATE)
@@ -46,6 +47,7 @@ def test_translating_a_batch_equals_translating_each_sentence_alone():
     assert len(set(alone)) > 1
 
 
+@pytest.mark.slow
 def test_a_hypothesis_never_exceeds_source_length_plus_max_extra_length():
     # EOS is never chosen, so every hypothesis runs to its limit.
     sources = [[*WordTokenizer().encode_source(s), EOS] for s in [*SHORT, LONG]]

@@ -26,6 +26,7 @@ def init_apply(model, *args, **kwargs):
     return variables, model.apply(variables, *args, **kwargs)
 
 
+@pytest.mark.slow
 def test_padding_tokens_do_not_change_the_real_positions():
     variables, (sequence, pooled) = init_apply(BertModel(SMALL), IDS, TYPES)
     # Whatever sits at padded positions (ids, token types) is never attended to.
@@ -37,6 +38,7 @@ def test_padding_tokens_do_not_change_the_real_positions():
     np.testing.assert_allclose(other_pooled, pooled, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_token_types_and_positions_reach_the_output():
     variables, (sequence, _) = init_apply(BertModel(SMALL), IDS, TYPES)
     swapped, _ = BertModel(SMALL).apply(variables, IDS, 1 - TYPES)
@@ -69,6 +71,7 @@ def test_pre_ln_adds_a_final_norm_and_changes_the_function():
     assert not np.allclose(pre, post, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_dropout_acts_only_when_not_deterministic():
     cfg = SMALL.replace(dropout_rate=0.3, attention_dropout_rate=0.3)
     model = BertForClassification(cfg)
@@ -80,6 +83,7 @@ def test_dropout_acts_only_when_not_deterministic():
     assert not np.allclose(a, b) and a.shape == (2, 3)
 
 
+@pytest.mark.slow
 def test_bfloat16_compute_keeps_float32_parameters_and_logits():
     model = BertForPretraining(SMALL.replace(dtype="bfloat16"))
     variables, (mlm, nsp) = init_apply(model, IDS, TYPES, None, np.array([[1, 2], [1, 4]]))

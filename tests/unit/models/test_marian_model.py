@@ -115,6 +115,7 @@ def test_marian_to_model_ids_puts_pad_eos_and_the_start_on_the_reserved_ids():
         assert to_model[others].tolist() == others
 
 
+@pytest.mark.slow
 def test_encoder_output_and_logits_equal_marian(marian):
     directory, model, hf = marian
     config, params = from_huggingface(directory)
@@ -163,6 +164,7 @@ def _model_inputs(directory, hf):
     return config, params, source, mask, jnp.asarray(_to_model(hf, "source")[source]), lengths
 
 
+@pytest.mark.slow
 def test_greedy_search_equals_marian_generate(marian):
     directory, model, hf = marian
     config, params, source, mask, src_ids, lengths = _model_inputs(directory, hf)
@@ -173,6 +175,7 @@ def test_greedy_search_equals_marian_generate(marian):
     assert any(ended) and not all(ended)  # both ways of stopping are exercised
 
 
+@pytest.mark.slow
 def test_beam_search_with_hf_length_penalty_equals_marian_generate(marian):
     directory, model, hf = marian
     config, params, source, mask, src_ids, lengths = _model_inputs(directory, hf)
@@ -227,6 +230,7 @@ EXPORTABLE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPORTABLE))
 def test_exported_model_computes_the_same_logits_in_marian(name, tmp_path):
     config = TransformerConfig(

@@ -129,6 +129,7 @@ def lengths_to_pad(lengths: list[int], width: int) -> np.ndarray:
     return np.arange(width)[None, :] >= np.asarray(lengths)[:, None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_padding", [True, False], ids=["padded", "unpadded"])
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_encoder_and_decoder_equal_torch_transformer(norm_first, with_padding):
@@ -229,6 +230,7 @@ def torch_sinusoids(length: int, d_model: int) -> torch.Tensor:
     return pe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_whole_model_logits_equal_torch_embedding_transformer_and_tied_output(norm_first):
     vocab = 23

@@ -36,6 +36,7 @@ def jitted(config: TransformerConfig, deterministic: bool = True):
     return jax.jit(lambda v, *a: model.apply(v, *a, deterministic=deterministic))
 
 
+@pytest.mark.slow
 def test_every_parameter_has_logical_axis_names():
     config = small_config(position="learned", share_embeddings=False, tie_output=False)
     src, tgt = jnp.ones((1, 4), jnp.int32), jnp.ones((1, 3), jnp.int32)
@@ -47,6 +48,7 @@ def test_every_parameter_has_logical_axis_names():
         assert set(leaf.names) <= {"embed", "heads", "kv", "mlp", "vocab", "length"}
 
 
+@pytest.mark.slow
 def test_weight_matrices_start_xavier_uniform():
     config = small_config(d_model=64, d_ff=256)
     params = init(config, jnp.ones((1, 4), jnp.int32), jnp.ones((1, 3), jnp.int32))["params"]
@@ -57,6 +59,7 @@ def test_weight_matrices_start_xavier_uniform():
     np.testing.assert_allclose(wi.var(), bound**2 / 3, rtol=0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_changing_tokens_under_padding_changes_no_real_output(position):
     config = small_config(position=position, dropout_rate=0.0)
@@ -76,20 +79,22 @@ def test_changing_tokens_under_padding_changes_no_real_output(position):
     np.testing.assert_allclose(changed[real], base[real], atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_extra_trailing_padding_changes_no_real_output(position):
     config = small_config(position=position)
     src = jnp.array([[5, 6, 7, 8]])
     tgt = jnp.array([[2, 9, 10]])
     variables = init(config, src, tgt)
-    model = Transformer(config)
-    base = np.asarray(model.apply(variables, src, tgt))
+    apply = jitted(config)
+    base = np.asarray(apply(variables, src, tgt))
     padded = np.asarray(
-        model.apply(variables, jnp.pad(src, ((0, 0), (0, 5))), jnp.pad(tgt, ((0, 0), (0, 4))))
+        apply(variables, jnp.pad(src, ((0, 0), (0, 5))), jnp.pad(tgt, ((0, 0), (0, 4))))
     )
     np.testing.assert_allclose(padded[:, :3], base, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_decoder_output_before_t_does_not_depend_on_target_token_t(position):
     config = small_config(position=position)
@@ -111,6 +116,7 @@ def test_decoder_output_before_t_does_not_depend_on_target_token_t(position):
     "position, norm",
     [("sinusoidal", "post"), ("learned", "pre"), ("rope", "post"), ("rope", "pre")],
 )
+@pytest.mark.slow
 def test_two_pairs_packed_in_one_row_equal_each_pair_alone(position, norm):
     config = small_config(position=position, norm=norm)
     src_a, tgt_a = [5, 6, 7, 8, 1], [2, 9, 10, 11]
@@ -128,6 +134,7 @@ def test_two_pairs_packed_in_one_row_equal_each_pair_alone(position, norm):
     np.testing.assert_allclose(packed[0, 4:7], alone_b[0], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tied_output_projection_is_the_embedding_and_gets_gradient_from_both_uses():
     tied = small_config(dropout_rate=0.0)
     src = jnp.array([[5, 6, 7, 1], [8, 9, 1, 0]])
@@ -148,7 +155,9 @@ def test_tied_output_projection_is_the_embedding_and_gets_gradient_from_both_use
         "output": {"kernel": embedding.T, "bias": jnp.zeros(VOCAB)},
     }
     np.testing.assert_allclose(
-        loss(Transformer(untied), params_untied), loss(Transformer(tied), params), rtol=1e-6
+        jax.jit(lambda p: loss(Transformer(untied), p))(params_untied),
+        jax.jit(lambda p: loss(Transformer(tied), p))(params),
+        rtol=1e-6,
     )
     grad_untied = jax.jit(jax.grad(lambda p: loss(Transformer(untied), p)))(params_untied)
     lookup = np.asarray(grad_untied["source_embedding"]["embedding"])
@@ -159,6 +168,7 @@ def test_tied_output_projection_is_the_embedding_and_gets_gradient_from_both_use
     )
 
 
+@pytest.mark.slow
 def test_separate_embeddings_and_vocabularies():
     config = small_config(share_embeddings=False, tie_output=False, target_vocab_size=17)
     src, tgt = jnp.array([[30, 29, 1]]), jnp.array([[2, 16]])
@@ -166,7 +176,7 @@ def test_separate_embeddings_and_vocabularies():
     params = variables["params"]
     assert params["source_embedding"]["embedding"].shape == (VOCAB, 32)
     assert params["target_embedding"]["embedding"].shape == (17, 32)
-    assert Transformer(config).apply(variables, src, tgt).shape == (1, 2, 17)
+    assert jitted(config)(variables, src, tgt).shape == (1, 2, 17)
 
 
 def test_shared_embeddings_need_one_vocabulary():
@@ -182,20 +192,25 @@ def test_invalid_config_is_rejected_with_the_field_named(change):
         small_config(**change)
 
 
+@pytest.mark.slow
 def test_dropout_only_in_training_mode():
     config = small_config()
     src, tgt = jnp.array([[5, 6, 7, 1]]), jnp.array([[2, 9, 10]])
     variables = init(config, src, tgt)
     model = Transformer(config)
-    eval_a = model.apply(variables, src, tgt, rngs={"dropout": jax.random.key(1)})
-    eval_b = model.apply(variables, src, tgt, rngs={"dropout": jax.random.key(2)})
-    train = model.apply(
-        variables, src, tgt, deterministic=False, rngs={"dropout": jax.random.key(1)}
+
+    evaluate = jax.jit(lambda key: model.apply(variables, src, tgt, rngs={"dropout": key}))
+    train_apply = jax.jit(
+        lambda key: model.apply(variables, src, tgt, deterministic=False, rngs={"dropout": key})
     )
+    eval_a = evaluate(jax.random.key(1))
+    eval_b = evaluate(jax.random.key(2))
+    train = train_apply(jax.random.key(1))
     np.testing.assert_array_equal(np.asarray(eval_a), np.asarray(eval_b))
     assert not np.allclose(np.asarray(train), np.asarray(eval_a))
 
 
+@pytest.mark.slow
 def test_remat_gives_the_same_gradients():
     src, tgt = jnp.array([[5, 6, 7, 1]]), jnp.array([[2, 9, 10]])
     config = small_config(dropout_rate=0.0, attention_dropout_rate=0.0, activation_dropout_rate=0.0)
@@ -203,9 +218,8 @@ def test_remat_gives_the_same_gradients():
 
     def grads(cfg):
         model = Transformer(cfg)
-        return jax.grad(lambda p: model.apply({"params": p}, src, tgt, deterministic=False).sum())(
-            params
-        )
+        loss = lambda p: model.apply({"params": p}, src, tgt, deterministic=False).sum()
+        return jax.jit(jax.grad(loss))(params)
 
     for a, b in zip(
         jax.tree.leaves(grads(config)),
@@ -215,6 +229,7 @@ def test_remat_gives_the_same_gradients():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", POSITIONS)
 def test_bfloat16_compute_stays_within_bfloat16_tolerance_of_float32(position):
     config = small_config(position=position, norm="pre")

@@ -66,6 +66,7 @@ def random_qkv(seed=0, batch=2, q_len=5, kv_len=6, heads=3, head_dim=8):
     return q, k, v
 
 
+@pytest.mark.slow
 def test_attention_weights_equal_float64_softmax_of_scaled_scores():
     q, k, _ = random_qkv()
     weights = np.asarray(attention_weights(q, k, None))

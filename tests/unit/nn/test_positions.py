@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxtrans.nn import BlockConfig, MultiHeadAttention, apply_rope, default_positions
 from jaxtrans.nn.positions import sinusoidal_embedding
@@ -72,6 +73,7 @@ def test_rope_preserves_vector_norms():
     )
 
 
+@pytest.mark.slow
 def test_rope_attention_scores_depend_only_on_relative_offset():
     config = BlockConfig(d_model=32, num_heads=4, position="rope", attention_dropout_rate=0.0)
     x = jax.random.normal(jax.random.key(0), (1, 7, 32))

@@ -49,6 +49,7 @@ def drawn_images(fig) -> list[np.ndarray]:
     return [np.asarray(image.get_array()) for ax in fig.axes for image in ax.images]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", PICTURES)
 def test_each_picture_command_writes_a_png_of_its_size(kind, tmp_path, capsys):
     png = tmp_path / f"{kind}.png"
@@ -103,6 +104,7 @@ def test_rope_turns_each_pair_of_dimensions_by_its_drawn_angle():
     np.testing.assert_allclose(turned[pair + head_dim // 2], jnp.sin(angle), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_mask_panels_are_the_mask_functions_and_the_attention_weights():
     arrays = plots.batch_masks(lengths=(5, 3), length=6, head_dim=4)
     ids = jnp.asarray(arrays["ids"])
@@ -142,6 +144,7 @@ def test_the_schedule_is_the_one_the_optimizer_is_built_with(schedule):
     np.testing.assert_array_equal(line.get_ydata(), arrays["lr"])
 
 
+@pytest.mark.slow
 def test_the_smoothed_target_is_the_distribution_the_loss_compares_with():
     logits = jax.random.normal(jax.random.key(0), (2, 3, 12))
     targets = jnp.asarray([[5, 1, 0], [11, 2, 3]])
@@ -175,6 +178,7 @@ def transformer_params():
     return nn.unbox(jax.jit(Transformer(CONFIG).init)(jax.random.key(3), source, source))["params"]
 
 
+@pytest.mark.slow
 def test_translation_attention_is_what_the_model_sows_and_is_drawn_as_is():
     source, target_in = [5, 6, 7, 8, 1], [2, 9, 10]
     weights = plots.translation_attention(CONFIG, transformer_params(), source, target_in)
@@ -200,6 +204,7 @@ BERT = BertConfig(vocab_size=20, d_model=16, num_heads=2, d_ff=32, num_layers=2,
                   dropout_rate=0.0, attention_dropout_rate=0.0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_bert_task_draws_the_self_attention_the_encoder_sows(tmp_path, capsys, monkeypatch):
     model = BertModel(BERT)
     ids = [4, 9, 10, 11, 5]

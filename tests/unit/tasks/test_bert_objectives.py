@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
 from jaxtrans.tasks.bert.bert_objectives import (
@@ -52,6 +53,7 @@ def reference_pretraining(mlm_logits, nsp_logits, batch) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_pretraining_loss_equals_float64_reference():
     rng = np.random.default_rng(1)
     mlm_logits = rng.normal(size=(3, 4, VOCAB)).astype(np.float32) * 3
@@ -64,6 +66,7 @@ def test_pretraining_loss_equals_float64_reference():
         np.testing.assert_allclose(float(metrics[key]), value, rtol=1e-6, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 def test_mlm_loss_ignores_unmasked_prediction_slots():
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(3, 4, VOCAB)).astype(np.float32)
@@ -83,6 +86,7 @@ def test_mlm_loss_ignores_unmasked_prediction_slots():
     assert np.all(np.asarray(grad)[padding] == 0) and np.any(np.asarray(grad)[~padding] != 0)
 
 
+@pytest.mark.slow
 def test_model_loss_depends_only_on_the_masked_positions():
     cfg = BertConfig(vocab_size=VOCAB, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8)
     model = BertForPretraining(cfg)
@@ -107,6 +111,7 @@ def test_batch_without_masked_tokens_has_finite_loss():
     np.testing.assert_allclose(float(loss), np.log(2), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_classification_loss_equals_reference_and_ignores_padding_rows():
     rng = np.random.default_rng(4)
     logits = rng.normal(size=(5, 3)).astype(np.float32) * 2

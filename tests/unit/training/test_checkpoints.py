@@ -326,6 +326,7 @@ def test_checkpoint_operations_that_succeed_leave_the_hooks_as_they_were(trained
     assert logging.getLogger("asyncio").filters == asyncio_filters
 
 
+@pytest.mark.slow
 def test_after_a_failed_restore_unrelated_reports_are_still_shown(workdir, reports, caplog):
     fail_a_restore(workdir)
     assert not [r for r in reports if from_orbax(r)]
@@ -342,6 +343,7 @@ def test_after_a_failed_restore_unrelated_reports_are_still_shown(workdir, repor
     assert [str(r.exc_info[1]) for r in logged] == ["an unrelated task failed"]
 
 
+@pytest.mark.slow
 def test_after_a_failed_restore_orbax_coroutines_never_awaited_are_not_reported(workdir, reports):
     fail_a_restore(workdir)
     with warnings.catch_warnings(record=True) as shown:

@@ -41,6 +41,7 @@ def numpy_label_smoothing(logits, targets, weights, eps):
     return (loss * weights).sum(), (nll * weights).sum()
 
 
+@pytest.mark.slow
 def test_label_smoothed_cross_entropy_equals_numpy_and_torch():
     rng = np.random.default_rng(0)
     logits = rng.normal(scale=3.0, size=(3, 5, 11)).astype(np.float32)
@@ -111,6 +112,7 @@ def random_batch(rows=8, seed=0):
     return {"source": source, "target_in": target_in, "target_out": target}
 
 
+@pytest.mark.slow
 def test_tiny_model_overfits_a_small_batch():
     state, step = tiny_setup(lr=1e-2)
     batch = random_batch()
@@ -125,6 +127,7 @@ def test_tiny_model_overfits_a_small_batch():
     assert float(metrics["accuracy"]) == 1.0
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_gives_the_same_update_as_the_whole_batch():
     batch = random_batch(rows=8)
     # Gradients that are zero in exact arithmetic (attention key biases) are rounding noise
