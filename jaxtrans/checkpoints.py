@@ -169,8 +169,9 @@ def _operation():
 # ------------------------------------------------------------------------ restore errors
 
 # What orbax and TensorStore raise when a checkpoint's files are missing, cut short or
-# garbled, or when it holds another model's parameters (tests/unit/training/test_checkpoints.py damages
-# checkpoints to find them). Any other error while restoring is a bug, ours or orbax's.
+# garbled, or when it holds another model's parameters
+# (tests/unit/training/test_checkpoints.py damages checkpoints to find them). Any other
+# error while restoring is a bug, ours or orbax's.
 _TENSORSTORE_DAMAGE = re.compile(r"(NOT_FOUND|OUT_OF_RANGE|DATA_LOSS|FAILED_PRECONDITION): ")
 _ANOTHER_MODEL = (
     "is not compatible with the stored shape",  # a parameter of another shape

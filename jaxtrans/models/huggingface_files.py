@@ -1,13 +1,18 @@
-"""The weight files of a Hugging Face checkpoint directory, read as numpy arrays.
+"""The files of a Hugging Face checkpoint directory: its weight files, read as numpy
+arrays, and the fields of its ``config.json``, read and checked.
 
 A directory holds ``model.safetensors`` or ``pytorch_model.bin``, each possibly sharded
 with an index (``*.index.json``) naming the shard files. PyTorch files are read with
 ``weights_only=True``: tensors and containers, never arbitrary pickled objects. Nothing
 here knows a model: the converters (``bert/``, ``marian/``) map the names.
+
+A ``config.json`` field of the wrong kind is a one-line error naming the key
+(``whole_number``, ``rate``, ``flag``).
 """
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -109,3 +114,30 @@ def _load_torch_state_dict(path: Path) -> dict[str, np.ndarray]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UserError(f"{path} holds no state dict (tensor name -> tensor)")
     return {k: v.float().numpy() for k, v in state.items()}
+
+
+# ------------------------------------------------------------ config.json fields
+
+
+def whole_number(hf: dict[str, Any], key: str, default: int | None = None, low: int = 1) -> int:
+    """``hf[key]`` (else ``default``): an int >= ``low``."""
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UserError(f"{key}={value!r}; expected a whole number >= {low}")
+    return value
+
+
+def rate(hf: dict[str, Any], key: str, default: float) -> float:
+    """``hf[key]`` (else ``default``): a number in [0, 1), e.g. a dropout rate."""
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise UserError(f"{key}={value!r}; expected a number in [0, 1)")
+    return float(value)
+
+
+def flag(hf: dict[str, Any], key: str, default: bool) -> bool:
+    """``hf[key]`` (else ``default``): true or false."""
+    value = hf.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"{key}={value!r}; expected true or false")
+    return value

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtrans.errors import UserError
+
 # The name of a scanned stack's subtree; per-layer subtrees are f"layer_{i}".
 STACKED = "layers"
 _PER_LAYER = re.compile(r"layer_(\d+)")
@@ -131,3 +133,34 @@ def layout_like(tree: Any, reference: Any) -> Any:
         key: layout_like(value, reference[key]) if key in reference else value
         for key, value in tree.items()
     }
+
+
+def graft_params(target: Any, source: dict[str, Any], path: str = "") -> Any:
+    """Replace the leaves of ``target`` (e.g. freshly initialised params) found in ``source``.
+
+    Subtrees missing from ``source`` (a new classifier head) keep their values. Boxed
+    leaves (``nn.Partitioned`` logical-axis metadata) stay boxed. Shapes must agree.
+    Layer stacks of ``source`` are first arranged as ``target``'s: per layer or stacked
+    (``scan_layers``), whichever way the checkpoint was saved.
+    """
+    if not path:
+        source = layout_like(source, target)
+    if isinstance(source, dict):
+        if not isinstance(target, dict):
+            raise UserError(f"checkpoint parameter {path!r} has no counterpart in the model")
+        unknown = set(source) - set(target)
+        if unknown:
+            raise UserError(f"checkpoint parameters {sorted(unknown)} under {path!r} are unknown")
+        out = dict(target)
+        for key, value in source.items():
+            out[key] = graft_params(target[key], value, f"{path}/{key}")
+        return out
+    boxed = isinstance(target, nn.meta.AxisMetadata)
+    current = target.unbox() if boxed else target
+    if tuple(current.shape) != tuple(source.shape):
+        raise UserError(
+            f"parameter {path!r} has shape {tuple(source.shape)} in the checkpoint but "
+            f"{tuple(current.shape)} in the model; make the model config match the checkpoint"
+        )
+    value = jax.numpy.asarray(source, dtype=current.dtype)
+    return target.replace_boxed(value) if boxed else value

@@ -306,8 +306,9 @@ def test_scanned_bert_equals_the_loop(norm):
 def test_huggingface_bert_loads_into_a_scanned_model_and_exports_back(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+    from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
     from jaxtrans.models.bert.bert_to_huggingface import to_state_dict
+    from jaxtrans.models.layer_stacks import graft_params
 
     hf_config = transformers.BertConfig(
         vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,

@@ -1,6 +1,6 @@
 """A built-in question-answering corpus: short stories about a few people, generated from
-a seed (nothing is downloaded), in the shape of SQuAD 2.0; and the examples of a run's
-splits (a SQuAD file, else this corpus).
+a seed (nothing is downloaded), in the shape of SQuAD 2.0 (splits.py reads a run's
+splits: a SQuAD file, else this corpus).
 
 Each story introduces three people by job, first name and surname, in sentences where
 they meet, write to or walk with one another, then mentions some of them again by first
@@ -29,10 +29,7 @@ to bind to the right person than the demo's few minutes allow: docs/bert.md.)
 import random
 import zlib
 
-import ml_collections
-
-from jaxtrans.data.qa.squad import Answer, QAExample, read_squad
-from jaxtrans.errors import UserError
+from jaxtrans.data.qa.squad import Answer, QAExample
 
 _NAMES = (
     "Mira Tomas Ines Oskar Lena Pavel Nora Felix Ada Bruno Clara Emil Greta Hugo Ida Jonas Kira "
@@ -152,31 +149,3 @@ def demo_squad(
             question, answer = _question(rng, kind, person, offsets[person["n"]])
             examples.append(QAExample(qid, question, context, (answer,), False, "demo"))
     return examples
-
-
-# Data config fields of the number of demo questions per split.
-_DEMO_SIZES = {"train": "qa_demo_questions", "dev": "qa_demo_eval_questions"}
-
-
-def read_split(data: ml_collections.ConfigDict, split: str) -> list[QAExample] | None:
-    """The examples of "train", "dev" or "test": the ``qa_{split}`` file, else (when
-    ``qa_train`` is empty) the demo corpus; None when the split has neither."""
-    path = data.get(f"qa_{split}", "")
-    if path:
-        return read_squad(path)
-    if data.get("qa_train", "") or split not in ("train", "dev", "test"):
-        return None
-    size = data.get(_DEMO_SIZES.get(split, "qa_demo_eval_questions"), 0)
-    if not size:
-        return None
-    return demo_squad(size, data.get("demo_seed", 0), split, data.get("qa_demo_unanswerable", 0.0))
-
-
-def check_version(examples: list[QAExample], data: ml_collections.ConfigDict, split: str):
-    impossible = next((e for e in examples if e.is_impossible), None)
-    if impossible is not None and not data.get("version_2_with_negative", False):
-        where = data.get(f"qa_{split}", "") or "the demo corpus"
-        raise UserError(
-            f"{where} has unanswerable questions (is_impossible, id {impossible.id!r}); set "
-            "--config.data.version_2_with_negative=True for SQuAD 2.0 data"
-        )

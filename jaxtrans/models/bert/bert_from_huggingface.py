@@ -10,8 +10,8 @@ Nothing is downloaded: the directory must be on disk.
     params = model.init(rng, ids)["params"]
     params = graft_params(params, pretrained.params)   # encoder from the checkpoint
 
-The converted parameters are per layer (``layer_{i}``); ``graft_params`` stacks them for
-a model with ``scan_layers`` (jaxtrans.models.layer_stacks).
+The converted parameters are per layer (``layer_{i}``); ``graft_params``
+(jaxtrans.models.layer_stacks) stacks them for a model with ``scan_layers``.
 
 Hugging Face stores a linear layer as ``weight [out, in]``; flax keeps ``kernel [in, out]``,
 and our attention projections are ``[d_model, heads, head_dim]`` / ``[heads, head_dim,
@@ -24,22 +24,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import flax.linen as nn
-import jax
 import numpy as np
 
 from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert.bert_model import BertConfig
-from jaxtrans.models.huggingface_config_fields import rate, whole_number
-from jaxtrans.models.huggingface_files import load_state_dict, shard_files
-from jaxtrans.models.layer_stacks import layout_like
+from jaxtrans.models.huggingface_files import load_state_dict, rate, shard_files, whole_number
 
 __all__ = [
     "PretrainedBert",
     "bert_config_from_huggingface",
     "convert_state_dict",
     "from_huggingface",
-    "graft_params",
     "load_state_dict",
     "read_huggingface_config",
     "shard_files",
@@ -276,34 +271,3 @@ def from_huggingface(path: str | Path) -> PretrainedBert:
             f"the weights in {directory} do not fit its config.json ({describe(error)})"
         ) from None
     return PretrainedBert(config=config, params=params)
-
-
-def graft_params(target: Any, source: dict[str, Any], path: str = "") -> Any:
-    """Replace the leaves of ``target`` (e.g. freshly initialised params) found in ``source``.
-
-    Subtrees missing from ``source`` (a new classifier head) keep their values. Boxed
-    leaves (``nn.Partitioned`` logical-axis metadata) stay boxed. Shapes must agree.
-    Layer stacks of ``source`` are first arranged as ``target``'s: per layer or stacked
-    (``scan_layers``), whichever way the checkpoint was saved.
-    """
-    if not path:
-        source = layout_like(source, target)
-    if isinstance(source, dict):
-        if not isinstance(target, dict):
-            raise UserError(f"checkpoint parameter {path!r} has no counterpart in the model")
-        unknown = set(source) - set(target)
-        if unknown:
-            raise UserError(f"checkpoint parameters {sorted(unknown)} under {path!r} are unknown")
-        out = dict(target)
-        for key, value in source.items():
-            out[key] = graft_params(target[key], value, f"{path}/{key}")
-        return out
-    boxed = isinstance(target, nn.meta.AxisMetadata)
-    current = target.unbox() if boxed else target
-    if tuple(current.shape) != tuple(source.shape):
-        raise UserError(
-            f"parameter {path!r} has shape {tuple(source.shape)} in the checkpoint but "
-            f"{tuple(current.shape)} in the model; make the model config match the checkpoint"
-        )
-    value = jax.numpy.asarray(source, dtype=current.dtype)
-    return target.replace_boxed(value) if boxed else value

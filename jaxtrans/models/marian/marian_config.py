@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.models.huggingface_config_fields import flag, rate, whole_number
+from jaxtrans.models.huggingface_files import flag, rate, whole_number
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.vocab import PAD_ID
 

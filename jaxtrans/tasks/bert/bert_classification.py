@@ -15,8 +15,8 @@ import numpy as np
 from jaxtrans.data.bert import bert_pipeline, classification, glue
 from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert.bert_from_huggingface import graft_params
 from jaxtrans.models.bert.bert_model import BertConfig, BertForClassification
+from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import bert_init, bert_predict

@@ -26,15 +26,15 @@ import optax
 
 from jaxtrans.data.iterators import local_batch_size
 from jaxtrans.data.qa import qa_features
-from jaxtrans.data.qa.demo import check_version, read_split
+from jaxtrans.data.qa.splits import check_version, read_split
 from jaxtrans.data.qa.squad import QAExample, gold_answers, parse_question_line
 from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.data.tokenizers.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference.qa_spans import choose_span
 from jaxtrans.inference.squad_metrics import squad_scores
-from jaxtrans.models.bert.bert_from_huggingface import graft_params
 from jaxtrans.models.bert.bert_model import BertConfig, BertForQuestionAnswering
+from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch, report_stem
 from jaxtrans.tasks.bert import bert_init

@@ -21,8 +21,9 @@ import numpy as np
 
 from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer, load_or_train_bert_tokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
 from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
 from jaxtrans.tasks.bert import bert_init
 from jaxtrans.training.step import make_eval_step

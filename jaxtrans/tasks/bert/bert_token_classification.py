@@ -33,8 +33,8 @@ from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
 from jaxtrans.data.tokenizers.words import split_words
 from jaxtrans.errors import UserError
 from jaxtrans.inference import entities
-from jaxtrans.models.bert.bert_from_huggingface import graft_params
 from jaxtrans.models.bert.bert_model import BertConfig, BertForTokenClassification
+from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import bert_classification_flops
 from jaxtrans.tasks.base import Batch, report_stem
 from jaxtrans.tasks.bert import bert_init

@@ -29,7 +29,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.models.bert.bert_from_huggingface import graft_params
+from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import train_step_flops
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
 from jaxtrans.tasks.translation import translation_init

@@ -18,7 +18,7 @@ import transformers
 from safetensors.numpy import load_file, save_file
 
 from jaxtrans.errors import UserError
-from jaxtrans.models.bert.bert_from_huggingface import from_huggingface, graft_params
+from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
 from jaxtrans.models.bert.bert_model import (
     BertForClassification,
     BertForPretraining,
@@ -26,6 +26,7 @@ from jaxtrans.models.bert.bert_model import (
     BertForTokenClassification,
     BertModel,
 )
+from jaxtrans.models.layer_stacks import graft_params
 
 TOL = 1e-5
 SMALL = dict(
