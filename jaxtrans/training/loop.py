@@ -1,8 +1,10 @@
-"""The training loop: set up a run, step, log, evaluate, checkpoint, resume.
+"""The training loop: step, log, evaluate, checkpoint, stop.
 
 ``train_and_evaluate(config, workdir, make_task)`` is the whole program behind
 ``train.py``; ``make_task(config, workdir)`` builds what is trained (tokenizer, model,
-batches, loss, dev evaluation: a ``TrainingTask``, see jaxtrans.tasks). Side effects
+batches, loss, dev evaluation: a ``TrainingTask``, see jaxtrans.tasks). The run is set up
+(and resumed) in run_setup.py; what is due after each step is decided in due.py and done
+here, by the named steps below, on the RunState that they pass along. Side effects
 (files, console, signals) live here; the step itself is pure (step.py); the lock, signal
 and finite-update guards are in guards.py.
 """
@@ -19,47 +21,44 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, sharding
-from jaxtrans.training import mfu as flops
 from jaxtrans.training.budget import TimeBudget
+from jaxtrans.training.due import LAST_STEP, TIME_BUDGET, due_after_step
 from jaxtrans.training.guards import (
-    NonFiniteGuard,
     StopSignal,
     WorkdirLock,
     finishing_checkpoint_writes,
     wait_for_step_before_last,
 )
-from jaxtrans.training.metrics import MetricsWriter, Progress, log_window, say
+from jaxtrans.training.metrics import log_window, say
 from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.run_checkpoints import RunCheckpoints, restore_state
-from jaxtrans.training.run_settings import (
-    batch_rows,
-    check_run_settings,
-    run_length,
-    schedule_from_time,
+from jaxtrans.training.run_settings import check_run_settings, run_length
+from jaxtrans.training.run_setup import (
+    Run,
+    RunState,
+    TaskFactory,
+    check_resumable,
+    fitted_schedule,
+    set_up_run,
 )
-from jaxtrans.training.state import init_train_state
-from jaxtrans.training.step import make_eval_step, make_nonfinite_diagnosis, make_train_step
+
+# make_train_step and global_batch are looked up in this module at each use (so the step
+# is compiled here, not in run_setup.py): the reliability tests patch loop.make_train_step
+# and loop.global_batch to slow the steps down without changing a number.
+from jaxtrans.training.step import make_nonfinite_diagnosis, make_train_step
 from jaxtrans.training.task import TrainingTask
-from jaxtrans.workdir import load_run_config, save_run_config
 
-TaskFactory = Callable[[ml_collections.ConfigDict, str], TrainingTask]
-
-
-def check_resumable(task: TrainingTask, saved: ml_collections.ConfigDict, workdir: str) -> None:
-    """A resumed run must have the parameter shapes its checkpoints hold."""
-    current = task.run_config
-    changed = [
-        f"{key}={saved.model.get(key)!r} (config now says {current.model.get(key)!r})"
-        for key in task.shape_fields
-        if saved.model.get(key) != current.model.get(key)
-    ]
-    if saved.get("task", "translation") != current.get("task", "translation"):
-        changed.insert(0, f"task={saved.get('task', 'translation')!r}")
-    if changed:
-        raise UserError(
-            f"{workdir} was trained with {'; '.join(changed[:3])}; "
-            "use the same model config to resume, or a new --workdir"
-        )
+# Importable from here: the programs, benchmarks and tests use them. check_run_settings
+# and run_length come from run_settings.py, check_resumable from run_setup.py.
+__all__ = [
+    "TaskFactory",
+    "check_resumable",
+    "check_run_settings",
+    "evaluate",
+    "global_batch",
+    "run_length",
+    "setup_compilation_cache",
+    "train_and_evaluate",
+]
 
 
 def setup_compilation_cache(cache_dir: str) -> None:
@@ -114,238 +113,193 @@ def _train(
     is_main: bool,
     budget: TimeBudget,
 ) -> dict[str, Any]:
-    mesh = sharding.make_mesh(config.mesh)
-    rules = sharding.logical_rules(config.mesh.get("rules", ""))
-    config = batch_rows(config, mesh, is_main)
-    check_run_settings(config, mesh)
-
-    # What is trained: tokenizer, model, batches, loss.
-    # Process 0 trains the tokenizer (if the workdir has none yet); the others then load it.
-    task = distributed.main_process_first(lambda: make_task(config, workdir))
-    run_config = task.run_config
-    if os.path.exists(os.path.join(workdir, "config.json")):
-        check_resumable(task, load_run_config(workdir), workdir)
-    if is_main:
-        save_run_config(workdir, run_config)
-    num_steps = run_length(config, task, is_main)
-    # A linear schedule in a run that only the time budget bounds: until the step time is
-    # known, a decay too long to matter (the warm-up is the same); then the real length.
-    timed_schedule = schedule_from_time(config, num_steps)
-    optimizer, schedule = make_optimizer(
-        config.optimizer, task.model_config.d_model, 2**31 - 1 if timed_schedule else num_steps
-    )
-
-    # State, laid out over the mesh by the logical-axis rules.
-    rng = jax.random.key(config.seed)
-    state, state_shardings, abstract = init_train_state(
-        task.init_params, optimizer, mesh, rng, rules
-    )
-    batch_sharding = sharding.batch_sharding(mesh)
-    replicated = sharding.replicated(mesh)
-
-    accum = int(config.train.grad_accum_steps)
-    leaf_names = [
-        jax.tree_util.keystr(path)
-        for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
-    ]
-    guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
-
-    def jitted_steps(optimizer, schedule) -> tuple[Callable, Callable]:
-        """The train step and its non-finite diagnosis (guards.py), compiled at first use."""
-        train_step = sharding.with_axis_rules(
-            jax.jit(
-                guard.guarded(make_train_step(task, optimizer, schedule, accum)),
-                in_shardings=(state_shardings, batch_sharding, replicated),
-                out_shardings=(state_shardings, replicated),
-                donate_argnums=(0,),
-            ),
-            mesh,
-            rules,
-        )
-        diagnosis = make_nonfinite_diagnosis(task, optimizer, accum)
-        jit_diagnosis = sharding.with_axis_rules(
-            jax.jit(
-                lambda state, batch: diagnosis(state, batch, state.dropout_key()),
-                in_shardings=(state_shardings, batch_sharding),
-                out_shardings=replicated,
-            ),
-            mesh,
-            rules,
-        )
-        return train_step, jit_diagnosis
-
-    def schedule_ending_at(last_step: int) -> tuple[Callable, Callable]:
-        """The steps again, with the linear schedule decaying to 0 at ``last_step`` (the
-        optimizer state's layout does not depend on it)."""
-        return jitted_steps(*make_optimizer(config.optimizer, task.model_config.d_model, last_step))
-
-    jit_train_step, jit_diagnosis = jitted_steps(optimizer, schedule)
-    eval_step = jax.jit(
-        make_eval_step(task),
-        in_shardings=(state_shardings.params, replicated),
-        out_shardings=replicated,
-    )
-
-    # Checkpoints: resume from the latest complete one.
-    checkpoints = RunCheckpoints(workdir, config.train)
-    checkpointer = checkpoints.checkpointer
-    train_iter = task.train_iterator(config.seed, jax.process_index(), jax.process_count())
-    latest = checkpointer.latest_step()
-    if latest is None:
-        params = task.initial_params(state.params)
-        if params is not state.params:
-            state = state.replace(params=jax.device_put(params, state_shardings.params))
-        say(f"training from scratch in {workdir}", is_main)
-    else:
-        state, meta = restore_state(checkpointer, latest, abstract, state_shardings, workdir)
-        # Every process's saved data position; a new process count re-splits the data.
-        note = train_iter.restore_states(meta["data"], jax.process_index(), jax.process_count())
-        say(f"resuming from checkpoint {latest} in {workdir}", is_main)
-        if note:
-            say(note, is_main)
-        if timed_schedule and meta.get("schedule_steps"):  # its length, set by the first run
-            num_steps = int(meta["schedule_steps"])
-            jit_train_step, jit_diagnosis = schedule_ending_at(num_steps)
-
-    first_step = int(jax.device_get(state.step))
-    # Skipped (non-finite) updates so far; checkpoints carry the count across restarts.
-    skipped_total = 0 if latest is None else int(meta.get("skipped_steps", 0))
-    writer = MetricsWriter(workdir, enabled=is_main, first_step=first_step)
-    progress = Progress(num_steps, task.headline, enabled=is_main)
-    step_flops = task.step_flops()
-    peak = flops.device_peak_flops(config.train.peak_flops_per_device)
-
-    def save(step: int) -> None:
-        meta = {
-            "step": step,
-            "data": train_iter.get_state(),
-            "model": {k: run_config.model.get(k) for k in task.shape_fields},
-            "skipped_steps": skipped_total,
-        }
-        if timed_schedule and num_steps < math.inf:
-            meta["schedule_steps"] = num_steps
-        checkpoints.save(step, state, meta)
-
-    def diagnose(local_batch: dict) -> dict:
-        """The failed step again, from the state it left unchanged (guards.py)."""
-        batch = global_batch(local_batch, batch_sharding)
-        return jit_diagnosis(state, batch)
-
-    say(
-        f"{sum(x.size for x in jax.tree.leaves(abstract.params)):,} parameters; mesh "
-        f"{dict(mesh.shape)}"
-        + (f" ({sharding.rules_text(rules)})" if rules != sharding.LOGICAL_RULES else "")
-        + "; "
-        f"{config.data.batch_size} rows per step; "
-        + (f"{num_steps} steps" if num_steps < math.inf else "no step count")
-        + (f"; at most {budget.minutes:g} minutes" if budget.minutes else ""),
-        is_main,
-    )
-    if num_steps == math.inf:
-        progress.last_step = first_step  # estimated from the step time at each log
-    first_window = (0.0, 0)  # the first log window's time (compilation and steps), steps
-    logs_so_far = 0
-    last_metrics: dict[str, Any] = {}
-    pending: list[tuple[int, dict[str, jax.Array]]] = []
-    step = first_step
-    window_start, window_steps = time.time(), 0
-    with StopSignal() as stop, finishing_checkpoint_writes(checkpointer):
-        while step < num_steps:
-            local_batch = next(train_iter)
-            batch = global_batch(local_batch, batch_sharding)
-            state, metrics = jit_train_step(state, batch, guard.frozen)
-            step += 1
-            pending.append((step, metrics))
-            window_steps += 1
-            wait_for_step_before_last(pending)  # so that a stop signal is answered promptly
-            guard.track(step, local_batch, pending)
+    """Set up (or resume) the run in the locked ``workdir``, train it until its last step, a
+    stop signal or the time budget, and return the last logged metrics."""
+    run, rs = set_up_run(config, workdir, make_task, is_main, budget)
+    rs.train_step, rs.diagnosis = compile_steps(run, fitted_schedule(run, rs))
+    train = run.config.train
+    rs.window_start = time.time()
+    with StopSignal() as stop, finishing_checkpoint_writes(run.checkpoints.checkpointer):
+        while rs.step < rs.num_steps:
+            take_step(run, rs)
             # Read the signal flag once: a signal arriving later in this iteration must not
             # skip the checkpoint that the stop below reports as saved.
-            stopping = stop.received
-            out_of_time = step < num_steps and budget.spent(
-                at_log_step=step % config.train.log_every == 0
+            stop_signal = stop.received
+            # Asked before the last step only; with several processes, at log steps only.
+            out_of_time = rs.step < rs.num_steps and run.budget.spent(
+                at_log_step=rs.step % train.log_every == 0
             )
-            checkpoint_due = (
-                step % config.train.checkpoint_every == 0
-                or step == num_steps
-                or stopping
-                or out_of_time
+            due = due_after_step(
+                rs.step,
+                rs.num_steps,
+                log_every=train.log_every,
+                checkpoint_every=train.checkpoint_every,
+                eval_every=train.eval_every,
+                stop_signal=stop_signal,
+                out_of_time=out_of_time,
+                logs_so_far=rs.logs_so_far,
+                timed_schedule=run.timed_schedule,
             )
-            if step % config.train.log_every == 0 or checkpoint_due:
-                jax.block_until_ready(pending[-1][1])  # time the work, not its dispatch
-                pending = jax.device_get(pending)
-                skipped_total += guard.check(pending, diagnose)
-                window_seconds = time.time() - window_start
-                if logs_so_far == 0:
-                    first_window = (window_seconds, window_steps)
-                last_metrics = log_window(
-                    [m for _, m in pending],
-                    window_seconds,
-                    window_steps,
-                    step_flops,
-                    peak,
-                    train_iter.stats(),
-                )
-                last_metrics["skipped_steps"] = skipped_total
-                writer.write(step, last_metrics)
-                if num_steps == math.inf:  # a run bounded by time: the steps that fit
-                    seconds_per_step = 1 / last_metrics["steps_per_sec"]
-                    progress.last_step = budget.last_step(step, seconds_per_step)
-                    if logs_so_far == 1:  # the second window: no compilation in it
-                        say(f"about {progress.last_step} steps fit in the time left", is_main)
-                    if logs_so_far == 1 and timed_schedule:
-                        # Compiling the step again costs about what the first window
-                        # spent beyond its steps.
-                        compile_seconds = first_window[0] - first_window[1] * seconds_per_step
-                        num_steps = budget.schedule_steps(
-                            step, seconds_per_step, max(compile_seconds, 0.0)
-                        )
-                        jit_train_step, jit_diagnosis = schedule_ending_at(num_steps)
-                        progress.last_step = num_steps
-                        say(
-                            f"the linear schedule decays to 0 at step {num_steps}, the last "
-                            "that fits in train.max_minutes at this step time",
-                            is_main,
-                        )
-                logs_so_far += 1
-                progress.log(step, last_metrics)
-                pending, window_start, window_steps = [], time.time(), 0
-            if checkpoint_due:
-                save(step)
-            if stopping:
-                checkpoints.wait()
-                say(
-                    f"{stopping}: saved checkpoint {step}; rerun the command to resume",
-                    is_main,
-                )
+            if due.log:
+                log(run, rs, refit=due.refit_schedule)
+            if due.checkpoint:
+                save(run, rs)
+            if due.evaluate:  # never after a stop signal: it stops at once
+                evaluate_dev(run, rs)
+            if due.stop is not None:
+                report_stop(run, rs, due.stop)
                 break
-            if config.train.eval_every and (
-                step % config.train.eval_every == 0 or step == num_steps or out_of_time
-            ):
-                record = evaluate(task, eval_step, replicated, state.params, step)
-                if record:
-                    writer.write(step, record, prefix="dev")
-                    say(
-                        "  ".join(
-                            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in record.items()
-                        ),
-                        is_main,
-                    )
-                window_start = time.time()  # evaluation time is not training throughput
-            if out_of_time:
-                checkpoints.wait()
-                say(
-                    f"stopped after step {step}: train.max_minutes={budget.minutes:g} spent "
-                    f"({budget.minutes_used():.1f} minutes since the program started); "
-                    f"saved checkpoint {step}; rerun the command to go on",
-                    is_main,
-                )
-                break
-    checkpoints.wait()
-    checkpointer.close()
-    writer.close()
-    return last_metrics
+    run.checkpoints.wait()
+    run.checkpoints.checkpointer.close()
+    run.writer.close()
+    return rs.last_metrics
+
+
+def compile_steps(run: Run, schedule_end: int | None) -> tuple[Callable, Callable]:
+    """The train step and its non-finite diagnosis (guards.py), jit-compiled at first use:
+    with the optimizer of set-up, or (``schedule_end``) with the linear schedule decaying
+    to 0 at that step (the optimizer state's layout does not depend on it)."""
+    if schedule_end is None:
+        optimizer, schedule = run.optimizer, run.schedule
+    else:
+        optimizer, schedule = make_optimizer(
+            run.config.optimizer, run.task.model_config.d_model, schedule_end
+        )
+    train_step = sharding.with_axis_rules(
+        jax.jit(
+            run.guard.guarded(make_train_step(run.task, optimizer, schedule, run.accum)),
+            in_shardings=(run.state_shardings, run.batch_sharding, run.replicated),
+            out_shardings=(run.state_shardings, run.replicated),
+            donate_argnums=(0,),
+        ),
+        run.mesh,
+        run.rules,
+    )
+    diagnosis = make_nonfinite_diagnosis(run.task, optimizer, run.accum)
+    jit_diagnosis = sharding.with_axis_rules(
+        jax.jit(
+            lambda state, batch: diagnosis(state, batch, state.dropout_key()),
+            in_shardings=(run.state_shardings, run.batch_sharding),
+            out_shardings=run.replicated,
+        ),
+        run.mesh,
+        run.rules,
+    )
+    return train_step, jit_diagnosis
+
+
+def take_step(run: Run, rs: RunState) -> None:
+    """Dispatch the next training step on the next batch; its metrics join ``rs.pending``
+    (on the devices until the next log fetches them)."""
+    local_batch = next(run.train_iter)
+    batch = global_batch(local_batch, run.batch_sharding)
+    rs.state, metrics = rs.train_step(rs.state, batch, run.guard.frozen)
+    rs.step += 1
+    rs.pending.append((rs.step, metrics))
+    rs.window_steps += 1
+    wait_for_step_before_last(rs.pending)  # so that a stop signal is answered promptly
+    run.guard.track(rs.step, local_batch, rs.pending)
+
+
+def diagnose(run: Run, rs: RunState, local_batch: dict) -> dict:
+    """The failed step again, from the state it left unchanged (guards.py)."""
+    return rs.diagnosis(rs.state, global_batch(local_batch, run.batch_sharding))
+
+
+def log(run: Run, rs: RunState, refit: bool) -> None:
+    """Fetch the metrics of the steps since the last log (a non-finite one stops the run or
+    is counted, guards.py), write their means to metrics.jsonl and show the console line.
+    In a run the time budget alone bounds, estimate the steps that fit, and at the second
+    log (``refit``) refit a linear schedule to them. Starts the next window."""
+    jax.block_until_ready(rs.pending[-1][1])  # time the work, not its dispatch
+    rs.pending = jax.device_get(rs.pending)
+    rs.skipped_steps += run.guard.check(rs.pending, lambda batch: diagnose(run, rs, batch))
+    window_seconds = time.time() - rs.window_start
+    if rs.logs_so_far == 0:
+        rs.first_window = (window_seconds, rs.window_steps)
+    metrics = log_window(
+        [m for _, m in rs.pending],
+        window_seconds,
+        rs.window_steps,
+        run.step_flops,
+        run.peak,
+        run.train_iter.stats(),
+    )
+    metrics["skipped_steps"] = rs.skipped_steps
+    rs.last_metrics = metrics
+    run.writer.write(rs.step, metrics)
+    if rs.num_steps == math.inf:  # a run bounded by time: the steps that fit
+        seconds_per_step = 1 / metrics["steps_per_sec"]
+        run.progress.last_step = run.budget.last_step(rs.step, seconds_per_step)
+        if rs.logs_so_far == 1:  # the second window: no compilation in it
+            say(f"about {run.progress.last_step} steps fit in the time left", run.is_main)
+        if refit:
+            refit_schedule(run, rs, seconds_per_step)
+    rs.logs_so_far += 1
+    run.progress.log(rs.step, metrics)
+    rs.pending, rs.window_start, rs.window_steps = [], time.time(), 0
+
+
+def refit_schedule(run: Run, rs: RunState, seconds_per_step: float) -> None:
+    """End the linear schedule (and the run) at the last step that fits in the time left at
+    ``seconds_per_step``, and compile the step with that schedule."""
+    # Compiling the step again costs about what the first window spent beyond its steps.
+    compile_seconds = rs.first_window[0] - rs.first_window[1] * seconds_per_step
+    rs.num_steps = run.budget.schedule_steps(rs.step, seconds_per_step, max(compile_seconds, 0.0))
+    rs.train_step, rs.diagnosis = compile_steps(run, rs.num_steps)
+    run.progress.last_step = rs.num_steps
+    say(
+        f"the linear schedule decays to 0 at step {rs.num_steps}, the last "
+        "that fits in train.max_minutes at this step time",
+        run.is_main,
+    )
+
+
+def save(run: Run, rs: RunState) -> None:
+    """Checkpoint the state with what resuming needs: every process's data position, the
+    model's shape fields, the skipped steps and a fitted schedule's length."""
+    meta = {
+        "step": rs.step,
+        "data": run.train_iter.get_state(),
+        "model": {k: run.run_config.model.get(k) for k in run.task.shape_fields},
+        "skipped_steps": rs.skipped_steps,
+    }
+    schedule_end = fitted_schedule(run, rs)
+    if schedule_end is not None:
+        meta["schedule_steps"] = schedule_end
+    run.checkpoints.save(rs.step, rs.state, meta)
+
+
+def evaluate_dev(run: Run, rs: RunState) -> None:
+    """The dev evaluation of the current parameters: metrics.jsonl and the console."""
+    record = evaluate(run.task, run.eval_step, run.replicated, rs.state.params, rs.step)
+    if record:
+        run.writer.write(rs.step, record, prefix="dev")
+        say(
+            "  ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()
+            ),
+            run.is_main,
+        )
+    rs.window_start = time.time()  # evaluation time is not training throughput
+
+
+def report_stop(run: Run, rs: RunState, reason: str) -> None:
+    """Before the last step (a signal, the time budget): wait for the checkpoint just
+    saved, then say how to go on. At the last step: nothing (the run's end waits)."""
+    if reason == LAST_STEP:
+        return
+    run.checkpoints.wait()
+    if reason == TIME_BUDGET:
+        budget = run.budget
+        say(
+            f"stopped after step {rs.step}: train.max_minutes={budget.minutes:g} spent "
+            f"({budget.minutes_used():.1f} minutes since the program started); "
+            f"saved checkpoint {rs.step}; rerun the command to go on",
+            run.is_main,
+        )
+    else:  # the signal's name
+        say(f"{reason}: saved checkpoint {rs.step}; rerun the command to resume", run.is_main)
 
 
 def evaluate(task: TrainingTask, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
