@@ -16,10 +16,10 @@ trained into the workdir, or --config.data.hf_checkpoint=DIR uses a checkpoint's
 
 import ml_collections
 
-from configs import base
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.data.bert.bert_data_config import get_bert_data_config
 from jaxtrans.models.bert.bert_model import BertConfig
+from jaxtrans.training.run_sections import mesh_section, optimizer_section, train_section
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -54,7 +54,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.max_predictions_per_seq = 20
     config.data.batch_size = 256
     # Optimizer and learning-rate schedule.
-    config.optimizer = base.get_optimizer_config()
+    config.optimizer = optimizer_section()
     config.optimizer.name = "adamw"
     config.optimizer.b2 = 0.999
     config.optimizer.eps = 1e-6
@@ -64,12 +64,12 @@ def get_config() -> ml_collections.ConfigDict:
     config.optimizer.warmup_steps = 10_000
     config.optimizer.clip_norm = 1.0
     # Steps, logging, checkpoints.
-    config.train = base.get_train_config()
+    config.train = train_section()
     config.train.num_steps = 1_000_000
     config.train.checkpoint_every = 10_000
     config.train.eval_every = 10_000
     # Device mesh.
-    config.mesh = base.get_mesh_config()
+    config.mesh = mesh_section()
     # Held-out MLM/NSP evaluation.
     config.eval = get_eval_config()
     return config

@@ -18,7 +18,7 @@ jaxtrans.data.bert.glue). Dev accuracy (and F1 for two labels) is logged at ever
 import ml_collections
 
 from configs import bert_base
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 

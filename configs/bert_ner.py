@@ -22,7 +22,7 @@ precision, recall and F1 (conlleval's) are logged at every evaluation.
 import ml_collections
 
 from configs import bert_base
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 

@@ -15,7 +15,7 @@ sentences reaches a dev entity F1 above 0.9 (docs/bert.md).
 import ml_collections
 
 from configs import bert_ner
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 
 

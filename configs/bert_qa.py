@@ -19,7 +19,7 @@ Without data.qa_train the built-in story corpus is used (configs/bert_qa_demo.py
 import ml_collections
 
 from configs import bert_base
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
 

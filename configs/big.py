@@ -2,11 +2,11 @@
 
 import ml_collections
 
-from configs import base
+from jaxtrans.tasks.run_config import translation_run_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = base.get_config()
+    config = translation_run_config()
     config.model.d_model = 1024
     config.model.num_heads = 16
     config.model.d_ff = 4096

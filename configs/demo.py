@@ -6,11 +6,11 @@ python evaluate.py --workdir runs/demo
 
 import ml_collections
 
-from configs import base
+from jaxtrans.tasks.run_config import translation_run_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = base.get_config()
+    config = translation_run_config()
     config.model.d_model = 128
     config.model.num_heads = 4
     config.model.d_ff = 512

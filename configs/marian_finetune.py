@@ -15,9 +15,9 @@ beam 4 with Hugging Face's length penalty (scores / length ** 1.0).
 
 import ml_collections
 
-from configs import base
-from configs._dataclass_section import dataclass_section
+from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.tasks.run_config import translation_run_config
 from jaxtrans.tasks.translation.translation_init import FINE_TUNING_FIELDS
 
 DROPOUT_FIELDS = ("dropout_rate", "attention_dropout_rate", "activation_dropout_rate")
@@ -41,7 +41,7 @@ def get_model_config() -> ml_collections.ConfigDict:
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = base.get_config()
+    config = translation_run_config()
     # The Marian directory to fine-tune (required).
     config.init_from = ""
     config.model = get_model_config()

@@ -23,11 +23,11 @@ that chose it are in the table there. In short:
 
 import ml_collections
 
-from configs import base
+from jaxtrans.tasks.run_config import translation_run_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = base.get_config()
+    config = translation_run_config()
     # The seeds' small shape: 256 wide, 4 heads, 1024 feed-forward, 3 + 3 layers.
     config.model.d_model = 256
     config.model.num_heads = 4

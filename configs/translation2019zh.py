@@ -16,11 +16,11 @@ onto these keys and gives the smaller sizes for an hour on a CPU.
 
 import ml_collections
 
-from configs import base
+from jaxtrans.tasks.run_config import translation_run_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = base.get_config()
+    config = translation_run_config()
     config.data.tfds_name = ""  # local files: set data.train / data.dev / data.test
     config.data.jsonl_source_field = "english"
     config.data.jsonl_target_field = "chinese"

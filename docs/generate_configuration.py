@@ -5,13 +5,15 @@
 
 Every config file's ``get_config()`` is called; every leaf key is listed with its value
 in each config and the comment written above (or beside) the line that first set it,
-wherever that line is (``configs/base.py``, ``jaxtrans/data/translation/data_config.py``, ...).
-The fields
-of a section made by ``configs._dataclass_section.dataclass_section`` (the ``model``
-sections) are described by their dataclass instead: the comment above the field where the
-class hierarchy first declares it, followed by the comment of a subclass that redeclares
-it (BertConfig's notes on BlockConfig's fields); the value shown is still the config's
-own. Configs with the same keys share one table. Only the text between the BEGIN/END
+wherever that line is (``jaxtrans/tasks/run_config.py``,
+``jaxtrans/data/translation/data_config.py``, ...). The fields of a section made by
+``jaxtrans.config_sections.dataclass_section`` (the ``model`` sections; ``optimizer``,
+``train`` and ``mesh`` from jaxtrans/training/run_sections.py; a translation run's
+``eval`` from jaxtrans/tasks/translation/eval_section.py) are described by their
+dataclass instead: the comment above the field where the class hierarchy first declares
+it, followed by the comment of a subclass that redeclares it (BertConfig's notes on
+BlockConfig's fields); the value shown is still the config's own. Configs with the same
+keys share one table. Only the text between the BEGIN/END
 markers of docs/configuration.md is replaced; the prose around it is written by hand.
 """
 
@@ -40,7 +42,7 @@ _ML_COLLECTIONS = os.path.dirname(ml_collections.__file__)
 
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
-from configs._dataclass_section import dataclass_section  # noqa: E402
+from jaxtrans.config_sections import dataclass_section  # noqa: E402
 
 
 @dataclass

@@ -135,7 +135,8 @@ PICTURE_USAGE = """usage: python -m jaxtrans.plot KIND [--config FILE] [--config
                                 [--output PNG]
 
 KIND: positions | masks | schedule | smoothing, drawn from the library's own functions
-for the config (default configs/base.py) to --output (default KIND.png)."""
+for the config (a file or a shipped config's name; default base, configs/base.py) to
+--output (default KIND.png)."""
 
 
 def plot_picture(argv: list[str]) -> str:
@@ -143,11 +144,14 @@ def plot_picture(argv: list[str]) -> str:
     from absl import flags
 
     from jaxtrans.programs.cli import config_file_arg, define_config_flag, parse_flags
+    from jaxtrans.programs.config_names import shipped_config_path
 
     kind, rest = argv[1], argv[2:]
     if config_file_arg(rest) is None:  # the default config, so that overrides apply to it
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        rest = [f"--config={os.path.join(repo, 'configs', 'base.py')}", *rest]
+        try:  # the shipped configs/base.py: the package's default run config
+            rest = [f"--config={shipped_config_path('base')}", *rest]
+        except UserError as error:
+            fail(str(error))
 
     def define(values: flags.FlagValues) -> None:
         define_config_flag(values)

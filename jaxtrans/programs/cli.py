@@ -16,6 +16,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from jaxtrans.errors import TrainingStopped, UserError
+from jaxtrans.programs.config_names import allow_sibling_imports, resolve_config_arg
 
 USAGE_ERROR = 2
 
@@ -40,12 +41,10 @@ def config_file_arg(argv: list[str]) -> str | None:
 
 
 def config_file_dir_on_path(argv: list[str]) -> None:
-    """Let config files import their siblings (``from configs import base``)."""
+    """Let config files import their siblings (``from configs import bert_base``)."""
     path = config_file_arg(argv)
     if path:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-        if root not in sys.path:
-            sys.path.insert(0, root)
+        allow_sibling_imports(path)
 
 
 def unknown_field(argv: list[str], error: Exception) -> tuple[str, str] | None:
@@ -85,7 +84,11 @@ def parse_flags(
     """Parse ``argv`` into a fresh FlagValues; bad flags are a one-line error (exit 2).
     The config flag looks for its ``--config.KEY`` overrides in ``sys.argv``, so ``argv``
     stands there while it is parsed (``main(argv)`` called from Python works as the
-    program does)."""
+    program does). A bare ``--config NAME`` is the shipped config NAME (configs/NAME.py)."""
+    try:
+        argv = resolve_config_arg(argv)
+    except UserError as error:
+        fail(str(error))
     saved = sys.argv
     sys.argv = list(argv)
     try:
@@ -179,7 +182,8 @@ def define_config_flag(values: flags.FlagValues) -> None:
     config_flags.DEFINE_config_file(
         "config",
         None,
-        "Run config: a Python file whose get_config() returns a ConfigDict; override any "
+        "Run config: a Python file whose get_config() returns a ConfigDict, or the name of a "
+        "shipped config (configs/NAME.py: demo, base, bert_demo, ...); override any "
         "field with --config.KEY=VALUE (e.g. --config.train.num_steps=1000).",
         flag_values=values,
         lock_config=True,

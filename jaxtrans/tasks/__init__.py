@@ -27,6 +27,7 @@ import ml_collections
 from jaxtrans.errors import UserError
 from jaxtrans.tasks.base import Restored, Task
 from jaxtrans.tasks.export_directory import check_output
+from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.training import loop
 from jaxtrans.workdir import huggingface_model_type, load_run_config
 
@@ -65,8 +66,9 @@ def load_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
 
 
 def restore_task(workdir: str) -> Task:
-    """The task of a trained run: DIR/config.json says which; its tokenizer is DIR's own."""
-    run_config = load_run_config(workdir)
+    """The task of a trained run: DIR/config.json says which; its tokenizer is DIR's own.
+    The fields an older version did not write yet take their defaults (run_config.py)."""
+    run_config = complete_run_config(load_run_config(workdir))
     cls = task_class(task_name(run_config), where=f"{workdir}/config.json: task")
     return cls.from_workdir(workdir, run_config)
 

@@ -12,8 +12,10 @@ import math
 import jax
 import ml_collections
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
 from jaxtrans.training.metrics import say
+from jaxtrans.training.run_sections import TrainConfig
 from jaxtrans.training.task import TrainingTask
 
 
@@ -70,54 +72,34 @@ def batch_rows(
 
 
 def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
-    """Settings that need neither data nor model, checked before anything is written."""
-    for key in ("data.batch_size", "train.log_every", "train.checkpoint_every"):
-        section, name = key.split(".")
-        value = config[section][name]
-        if not isinstance(value, int) or value < 1:
-            also = " (or set data.tokens_per_batch)" if key == "data.batch_size" else ""
-            raise UserError(f"--config.{key}={value!r}: use a whole number >= 1{also}")
-    keep = config.train.keep_checkpoints
-    if keep is not None and (not isinstance(keep, int) or keep < 1):
-        raise UserError(f"--config.train.keep_checkpoints={keep!r}: use a whole number >= 1")
-    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
-    if config.data.batch_size % data_parallel:
+    """Settings that need neither data nor model, checked before anything is written; the
+    train section's own checks are TrainConfig's (run_sections.py)."""
+    batch_size = config.data.batch_size
+    if not isinstance(batch_size, int) or batch_size < 1:
         raise UserError(
-            f"--config.data.batch_size={config.data.batch_size} is not divisible by the "
+            f"--config.data.batch_size={batch_size!r}: use a whole number >= 1 "
+            "(or set data.tokens_per_batch)"
+        )
+    train = train_settings(config)
+    data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
+    if batch_size % data_parallel:
+        raise UserError(
+            f"--config.data.batch_size={batch_size} is not divisible by the "
             f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
         )
-    accum = int(config.train.grad_accum_steps)
-    local_rows = config.data.batch_size // jax.process_count()
+    accum = int(train.grad_accum_steps)
+    local_rows = batch_size // jax.process_count()
     if accum < 1 or local_rows % accum:
         raise UserError(
             f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "
             f"of {local_rows} rows"
         )
-    steps, epochs = config.train.num_steps, config.train.get("num_epochs", 0)
-    for key, value in (("num_steps", steps), ("num_epochs", epochs)):
-        if not isinstance(value, int) or value < 0:
-            raise UserError(f"--config.train.{key}={value!r}: use a whole number >= 0")
-    # Both 0 is a run of no steps (it sets up the workdir: tokenizer, config, and stops),
-    # or, with train.max_minutes, a run until the time is spent.
-    if steps > 0 and epochs > 0:
-        raise UserError(
-            f"--config.train.num_steps={steps} and --config.train.num_epochs={epochs}: set "
-            "one of them, the other to 0"
-        )
-    check_max_minutes(config)
-    if config.train.on_nonfinite not in ("stop", "skip"):
-        raise UserError(
-            f"--config.train.on_nonfinite={config.train.on_nonfinite!r}: use stop or skip"
-        )
 
 
-def check_max_minutes(config: ml_collections.ConfigDict) -> None:
-    """train.max_minutes: a number >= 0 (0: no limit)."""
-    minutes = config.train.get("max_minutes", 0)
-    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes >= 0:
-        raise UserError(
-            f"--config.train.max_minutes={minutes!r}: use a number of minutes >= 0 (0 = no limit)"
-        )
+def train_settings(config: ml_collections.ConfigDict) -> TrainConfig:
+    """The run's train section as a TrainConfig (a field it lacks takes its default), which
+    checks its values: UserError naming the first bad one."""
+    return section_values(TrainConfig, config.train)
 
 
 def schedule_from_time(config: ml_collections.ConfigDict, num_steps: int | float) -> bool:
@@ -130,11 +112,12 @@ def run_length(config: ml_collections.ConfigDict, task: TrainingTask, is_main: b
     """The run's number of steps: train.num_steps, or train.num_epochs times the task's
     count of the steps of one epoch (said on the console); math.inf for a run that only
     train.max_minutes bounds."""
-    epochs = int(config.train.get("num_epochs", 0))
+    train = train_settings(config)
+    epochs = int(train.num_epochs)
     if not epochs:
-        if not config.train.num_steps and config.train.get("max_minutes", 0):
+        if not train.num_steps and train.max_minutes:
             return math.inf
-        return int(config.train.num_steps)
+        return int(train.num_steps)
     counted = task.steps_per_epoch(config.seed, jax.process_count())
     if counted is None:
         raise UserError(

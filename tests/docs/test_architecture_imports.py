@@ -23,6 +23,7 @@ LAYERS = {
     "workdir": ("foundation", 0),
     "checkpoints": ("foundation", 0),
     "process_json": ("foundation", 0),
+    "config_sections": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),
     "data": ("data", 3),

@@ -6,7 +6,9 @@ from typing import Any
 
 import ml_collections
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
+from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 
 PENALTY_FORMS = ("gnmt", "hf")
 
@@ -23,11 +25,11 @@ DEFAULT_DECODING = {
 def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
     """beam_size, alpha, batch_size, max_extra_length, penalty_form: the given value (not
     None), else the run config's eval section, else DEFAULT_DECODING."""
-    eval_config = run_config.get("eval") or {}
+    evaluation = section_values(TranslationEvalConfig, run_config.get("eval"))
     settings = {}
-    for name, default in DEFAULT_DECODING.items():
+    for name in DEFAULT_DECODING:
         value = given.get(name)
-        settings[name] = value if value is not None else eval_config.get(name, default)
+        settings[name] = value if value is not None else getattr(evaluation, name)
     if settings["penalty_form"] not in PENALTY_FORMS:
         raise UserError(
             f"eval.penalty_form={settings['penalty_form']!r}: use gnmt (the length penalty "

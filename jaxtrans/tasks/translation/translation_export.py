@@ -25,6 +25,7 @@ import jax
 import numpy as np
 from safetensors.numpy import save_file
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.data.translation.marian_tokenizer_files import (
     huggingface_rows,
     write_marian_tokenizer,
@@ -38,6 +39,7 @@ from jaxtrans.models.marian.marian_to_huggingface import (
 )
 from jaxtrans.tasks.base import Task
 from jaxtrans.tasks.export_directory import written_whole
+from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 
 CONFIG_FILE = "config.json"
 GENERATION_FILE = "generation_config.json"
@@ -63,7 +65,7 @@ def generation_config(task: Task, hf_config: dict) -> dict:
         "bad_words_ids": [[size - 1]],
         "forced_eos_token_id": None,
         "max_length": hf_config["max_position_embeddings"],
-        "num_beams": int(evaluation.get("beam_size", 4)),
+        "num_beams": int(section_values(TranslationEvalConfig, evaluation).beam_size),
     }
     if evaluation.get("length_penalty") == "hf":
         settings["length_penalty"] = float(evaluation.get("alpha", 1.0))

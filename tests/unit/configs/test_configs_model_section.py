@@ -1,5 +1,5 @@
 """The model section of every config is its model dataclass's defaults plus the values
-the config writes down: configs/_dataclass_section.py and the recipes it must still give."""
+the config writes down: jaxtrans/config_sections.py and the recipes it must still give."""
 
 import sys
 
@@ -10,7 +10,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from configs import base, bert_base, bert_classify, bert_demo, big, demo, marian_finetune  # noqa: E402
-from configs._dataclass_section import dataclass_section  # noqa: E402
+from jaxtrans.config_sections import dataclass_section  # noqa: E402
 from jaxtrans.models import BertConfig, TransformerConfig  # noqa: E402
 from jaxtrans.nn import BlockConfig  # noqa: E402
 from jaxtrans.tasks.translation.translation_init import FINE_TUNING_FIELDS  # noqa: E402

@@ -1,0 +1,103 @@
+"""The package's default run config, and older run configs filled in from the defaults.
+
+    translation_run_config()   the Transformer base on WMT14 EN->DE: every section with its
+                               defaults (configs/base.py is exactly this; the other
+                               translation configs start from it)
+    complete_run_config(c)     a copy of ``c`` with the fields its run sections lack (a
+                               config.json of an older version) set to their defaults
+
+The sections' fields, defaults and comments live in their dataclasses: the model in
+``jaxtrans.models.TransformerConfig``, optimizer / train / mesh in
+``jaxtrans.training.run_sections``, a translation run's eval in
+``jaxtrans.tasks.translation.eval_section``; the data fields in
+``jaxtrans.data.translation.data_config``.
+"""
+
+import copy
+
+import ml_collections
+
+from jaxtrans.config_sections import complete_section, dataclass_section
+from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig, eval_section
+from jaxtrans.training.run_sections import (
+    MeshConfig,
+    OptimizerConfig,
+    TrainConfig,
+    mesh_section,
+    optimizer_section,
+    train_section,
+)
+
+# The run sections every task has, and their dataclasses.
+RUN_SECTIONS = {"optimizer": OptimizerConfig, "train": TrainConfig, "mesh": MeshConfig}
+# The eval section of the tasks whose eval section is a dataclass (the BERT tasks each
+# keep their own few fields, written down by their configs).
+EVAL_SECTIONS = {"translation": TranslationEvalConfig}
+
+
+def translation_model_section() -> ml_collections.ConfigDict:
+    """TransformerConfig's fields (described there), less those set at run time: vocab_size
+    and target_vocab_size come from the tokenizer, pad_id is the vocabulary's, and decode
+    is switched on by the decoding code."""
+    return dataclass_section(
+        TransformerConfig,
+        exclude=("vocab_size", "target_vocab_size", "pad_id", "decode"),
+        # 1e-6 as in tensor2tensor, the paper's code (and Flax's LayerNorm); TransformerConfig
+        # keeps PyTorch's 1e-5, which the parity tests compare against.
+        layer_norm_epsilon=1e-6,
+    )
+
+
+def translation_run_config() -> ml_collections.ConfigDict:
+    """Transformer base on WMT14 EN->DE (Vaswani et al. 2017): the run config of
+    configs/base.py, from which the other translation configs start."""
+    config = ml_collections.ConfigDict()
+    # What is trained: translation | bert_pretraining | bert_classification |
+    # bert_token_classification | bert_question_answering (jaxtrans/tasks/).
+    config.task = "translation"
+    # Seed of parameter initialisation, dropout and data shuffling.
+    config.seed = 0
+    # Model shape and regularisation.
+    config.model = translation_model_section()
+    # Data sources, tokenizer and batching.
+    config.data = get_data_config()
+    config.data.tfds_name = "wmt14_translate/de-en"
+    config.data.source_lang = "en"
+    config.data.target_lang = "de"
+    config.data.vocab_size = 32_000
+    config.data.character_coverage = 0.9995
+    config.data.spm_max_sentences = 2_000_000
+    config.data.max_source_length = 256
+    config.data.max_target_length = 256
+    # 96 packed rows of 256 target tokens: about 25k target tokens per step.
+    config.data.batch_size = 96
+    # Optimizer and learning-rate schedule.
+    config.optimizer = optimizer_section()
+    # Steps, logging, checkpoints.
+    config.train = train_section()
+    # Device mesh.
+    config.mesh = mesh_section()
+    # Decoding and BLEU.
+    config.eval = eval_section()
+    return config
+
+
+def complete_run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A copy of ``config`` whose run sections hold every field of their dataclass: each
+    field a section lacks (a config.json written before the field existed) takes its
+    default; a missing section is added whole. Fields it has are left as they are."""
+    completed = copy.deepcopy(config)
+    sections = dict(RUN_SECTIONS)
+    evaluation = EVAL_SECTIONS.get(config.get("task", "translation"))
+    if evaluation is not None:
+        sections["eval"] = evaluation
+    with completed.unlocked():
+        for name, cls in sections.items():
+            if not isinstance(completed.get(name), ml_collections.ConfigDict):
+                if name in completed:
+                    continue  # not a section: the task's checks say so
+                completed[name] = ml_collections.ConfigDict()
+            complete_section(completed[name], cls)
+    return completed
