@@ -65,10 +65,13 @@ def generation_config(task: Task, hf_config: dict) -> dict:
         "bad_words_ids": [[size - 1]],
         "forced_eos_token_id": None,
         "max_length": hf_config["max_position_embeddings"],
-        "num_beams": int(section_values(TranslationEvalConfig, evaluation).beam_size),
     }
-    if evaluation.get("length_penalty") == "hf":
-        settings["length_penalty"] = float(evaluation.get("alpha", 1.0))
+    decoding = section_values(TranslationEvalConfig, evaluation)
+    settings["num_beams"] = int(decoding.beam_size)
+    # generate() divides by len ** length_penalty: the run's alpha where the run decodes
+    # with that form (eval.penalty_form="hf"); GNMT's penalty it cannot express.
+    if decoding.penalty_form == "hf":
+        settings["length_penalty"] = float(decoding.alpha)
     return settings
 
 
