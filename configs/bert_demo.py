@@ -9,11 +9,11 @@ about 0.78 and 0.88 (docs/bert.md).
 
 import ml_collections
 
-from configs import bert_base
+from jaxtrans.tasks.run_config import bert_run_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = bert_base.get_config()
+    config = bert_run_config()
     config.model.d_model = 128
     config.model.num_heads = 4
     config.model.d_ff = 512

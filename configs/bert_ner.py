@@ -21,10 +21,10 @@ precision, recall and F1 (conlleval's) are logged at every evaluation.
 
 import ml_collections
 
-from configs import bert_base
 from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
+from jaxtrans.tasks.run_config import bert_run_config
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -51,7 +51,7 @@ def add_ner_data(data: ml_collections.ConfigDict) -> None:
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = bert_base.get_config()
+    config = bert_run_config()
     config.task = "bert_token_classification"
     # The checkpoint to fine-tune: a BERT workdir or a Hugging Face checkpoint directory.
     config.init_from = ""

@@ -18,10 +18,10 @@ Without data.qa_train the built-in story corpus is used (configs/bert_qa_demo.py
 
 import ml_collections
 
-from configs import bert_base
 from jaxtrans.config_sections import dataclass_section
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.tasks.bert.bert_task import FINE_TUNING_FIELDS
+from jaxtrans.tasks.run_config import bert_run_config
 
 
 def get_model_config() -> ml_collections.ConfigDict:
@@ -30,7 +30,7 @@ def get_model_config() -> ml_collections.ConfigDict:
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = bert_base.get_config()
+    config = bert_run_config()
     config.task = "bert_question_answering"
     # The checkpoint to fine-tune: a BERT workdir or a Hugging Face checkpoint directory.
     config.init_from = ""

@@ -14,13 +14,14 @@ and 0.52 with seeds 1, 2 and 3), and the table of what was tried.
 
 import ml_collections
 
-from configs import bert_base, bert_qa
+from configs import bert_qa
+from jaxtrans.tasks.run_config import bert_model_section
 
 
 def get_config() -> ml_collections.ConfigDict:
     config = bert_qa.get_config()
     config.init_from = ""  # a fresh model of the shape below
-    config.model = bert_base.get_model_config()
+    config.model = bert_model_section()
     config.model.d_model = 64
     config.model.num_heads = 4
     config.model.d_ff = 256

@@ -3,6 +3,8 @@
     translation_run_config()   the Transformer base on WMT14 EN->DE: every section with its
                                defaults (configs/base.py is exactly this; the other
                                translation configs start from it)
+    bert_run_config()          BERT-base pretraining: the same for the BERT tasks
+                               (configs/bert_base.py; the fine-tuning configs start from it)
     complete_run_config(c)     a copy of ``c`` with the fields its run sections lack (a
                                config.json of an older version) set to their defaults
 
@@ -10,7 +12,7 @@ The sections' fields, defaults and comments live in their dataclasses: the model
 ``jaxtrans.models.TransformerConfig``, optimizer / train / mesh in
 ``jaxtrans.training.run_sections``, a translation run's eval in
 ``jaxtrans.tasks.translation.eval_section``; the data fields in
-``jaxtrans.data.translation.data_config``.
+``jaxtrans.data.translation.data_config`` and ``jaxtrans.data.bert.bert_data_config``.
 """
 
 import copy
@@ -18,7 +20,9 @@ import copy
 import ml_collections
 
 from jaxtrans.config_sections import complete_section, dataclass_section
+from jaxtrans.data.bert.bert_data_config import get_bert_data_config
 from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.models.transformer import TransformerConfig
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig, eval_section
 from jaxtrans.training.run_sections import (
@@ -81,6 +85,61 @@ def translation_run_config() -> ml_collections.ConfigDict:
     config.mesh = mesh_section()
     # Decoding and BLEU.
     config.eval = eval_section()
+    return config
+
+
+def bert_model_section() -> ml_collections.ConfigDict:
+    """BertConfig's fields (described there; its defaults are BERT-base), less vocab_size
+    and pad_id, which come from the tokenizer."""
+    return dataclass_section(BertConfig, exclude=("vocab_size", "pad_id"))
+
+
+def bert_eval_section() -> ml_collections.ConfigDict:
+    evaluation = ml_collections.ConfigDict()
+    # Examples per evaluation batch.
+    evaluation.batch_size = 64
+    # Held-out pretraining batches per evaluation (the same examples every time).
+    evaluation.num_batches = 16
+    return evaluation
+
+
+def bert_run_config() -> ml_collections.ConfigDict:
+    """BERT-base pretraining (Devlin et al. 2019): the run config of configs/bert_base.py,
+    from which the other BERT configs start."""
+    config = ml_collections.ConfigDict()
+    # What is trained: translation | bert_pretraining | bert_classification |
+    # bert_token_classification | bert_question_answering (jaxtrans/tasks/).
+    config.task = "bert_pretraining"
+    # Seed of parameter initialisation, dropout, example making and shuffling.
+    config.seed = 0
+    # Model shape and regularisation.
+    config.model = bert_model_section()
+    # Text, tokenizer, masking and batching (jaxtrans.data.bert.bert_data_config).
+    config.data = get_bert_data_config()
+    config.data.vocab_size = 30_000
+    config.data.character_coverage = 0.9995
+    config.data.max_seq_length = 128
+    config.data.max_predictions_per_seq = 20
+    config.data.batch_size = 256
+    # Optimizer and learning-rate schedule.
+    config.optimizer = optimizer_section()
+    config.optimizer.name = "adamw"
+    config.optimizer.b2 = 0.999
+    config.optimizer.eps = 1e-6
+    config.optimizer.weight_decay = 0.01
+    config.optimizer.schedule = "linear"
+    config.optimizer.learning_rate = 1e-4
+    config.optimizer.warmup_steps = 10_000
+    config.optimizer.clip_norm = 1.0
+    # Steps, logging, checkpoints.
+    config.train = train_section()
+    config.train.num_steps = 1_000_000
+    config.train.checkpoint_every = 10_000
+    config.train.eval_every = 10_000
+    # Device mesh.
+    config.mesh = mesh_section()
+    # Held-out MLM/NSP evaluation.
+    config.eval = bert_eval_section()
     return config
 
 
