@@ -71,7 +71,7 @@ def _is_tensorstore_status(error: BaseException) -> bool:
     return bool(_TENSORSTORE_STATUS.match(str(error)))
 
 
-def _from_orbax(tb: TracebackType | None) -> bool:
+def _is_from_orbax(tb: TracebackType | None) -> bool:
     """Whether a traceback runs through orbax's code or waits for a TensorStore future
     (asyncio's frames hold it: ``call_soon_threadsafe``'s arguments, ``_wrap_awaitable``'s
     awaitable)."""
@@ -122,7 +122,7 @@ class _AbandonedWork(logging.Filter):
     def unraisable(self, report) -> None:
         try:
             code = getattr(report.object, "cr_code", None)  # a coroutine being collected
-            orbax = (code and code.co_filename.startswith(_ORBAX_DIR)) or _from_orbax(
+            orbax = (code and code.co_filename.startswith(_ORBAX_DIR)) or _is_from_orbax(
                 report.exc_traceback
             )
         except Exception:
@@ -135,7 +135,7 @@ class _AbandonedWork(logging.Filter):
             error = record.exc_info[1] if record.exc_info else None
             # "Task was destroyed but it is pending!" names the coroutine and its file.
             return not (
-                (error and _from_orbax(error.__traceback__))
+                (error and _is_from_orbax(error.__traceback__))
                 or _ORBAX_DIR in record.getMessage()
                 or (self.failed and error is not None and _is_tensorstore_status(error))
             )
@@ -182,7 +182,7 @@ _MISSING_ITEM = "was not found in the checkpoint"  # KeyError: e.g. the params/ 
 _ORBAX_METADATA = os.path.join(_ORBAX_DIR, "checkpoint", "_src", "metadata", "")  # its JSON
 
 
-def _damaged_or_foreign(error: BaseException | None) -> bool:
+def _is_damaged_or_foreign(error: BaseException | None) -> bool:
     """Whether ``error``, or an error it was raised from, says that the checkpoint is
     damaged or another model's."""
     while error is not None:
@@ -221,7 +221,7 @@ def _restoring(step: int):
         try:
             yield
         except Exception as error:
-            if _damaged_or_foreign(error):
+            if _is_damaged_or_foreign(error):
                 raise CheckpointUnreadable(step, error) from error
             raise
 

@@ -46,14 +46,14 @@ def parse_tag(tag: str) -> tuple[str, str]:
     return prefix, type_
 
 
-def _ends(prev: str, prev_type: str, prefix: str, type_: str) -> bool:
+def _ends_an_entity(prev: str, prev_type: str, prefix: str, type_: str) -> bool:
     """Whether the entity of the previous word ends before this word (conlleval)."""
     if prev == "O":
         return False
     return prev in "ES" or prefix in "BSO" or prev_type != type_
 
 
-def _starts(prev: str, prev_type: str, prefix: str, type_: str) -> bool:
+def _starts_an_entity(prev: str, prev_type: str, prefix: str, type_: str) -> bool:
     """Whether an entity starts at this word (conlleval)."""
     if prefix == "O":
         return False
@@ -67,9 +67,9 @@ def entity_spans(tags: Sequence[str]) -> list[Entity]:
     prev, prev_type, start = "O", "", 0
     for i, tag in enumerate([*tags, "O"]):
         prefix, type_ = parse_tag(tag)
-        if _ends(prev, prev_type, prefix, type_):
+        if _ends_an_entity(prev, prev_type, prefix, type_):
             entities.append(Entity(start, i, prev_type))
-        if _starts(prev, prev_type, prefix, type_):
+        if _starts_an_entity(prev, prev_type, prefix, type_):
             start = i
         prev, prev_type = prefix, type_
     return entities

@@ -51,7 +51,7 @@ def due_after_step(
     ``stop_signal``: the name of the stop signal received (read once this step), or None.
     ``out_of_time``: whether train.max_minutes is spent (the loop asks only before the last
     step). ``logs_so_far``: the logs before this step's, in this process. ``timed_schedule``:
-    a linear schedule whose length the time budget sets (run_settings.schedule_from_time).
+    a linear schedule whose length the time budget sets (run_settings.has_time_length_schedule).
     """
     # A stop saves the state it stops at, so that a rerun resumes from it.
     checkpoint = (

@@ -102,7 +102,7 @@ def train_settings(config: ml_collections.ConfigDict) -> TrainConfig:
     return section_values(TrainConfig, config.train)
 
 
-def schedule_from_time(config: ml_collections.ConfigDict, num_steps: int | float) -> bool:
+def has_time_length_schedule(config: ml_collections.ConfigDict, num_steps: int | float) -> bool:
     """Whether the run's learning-rate schedule takes its length from the time budget: a
     linear decay (to 0 at the last step) in a run that only train.max_minutes bounds."""
     return num_steps == math.inf and config.optimizer.schedule == "linear"

@@ -29,8 +29,8 @@ from jaxtrans.training.run_checkpoints import RunCheckpoints, restore_state
 from jaxtrans.training.run_settings import (
     batch_rows,
     check_run_settings,
+    has_time_length_schedule,
     run_length,
-    schedule_from_time,
 )
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step import make_eval_step
@@ -143,7 +143,7 @@ def set_up_run(
     num_steps = run_length(config, task, is_main)
     # A linear schedule in a run that only the time budget bounds: until the step time is
     # known, a decay too long to matter (the warm-up is the same); then the real length.
-    timed_schedule = schedule_from_time(config, num_steps)
+    timed_schedule = has_time_length_schedule(config, num_steps)
     optimizer, schedule = make_optimizer(
         config.optimizer, task.model_config.d_model, 2**31 - 1 if timed_schedule else num_steps
     )

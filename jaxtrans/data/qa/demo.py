@@ -72,7 +72,7 @@ QUESTIONS = {
 }
 
 
-def held_out(name: str, fact: str, value: str) -> bool:
+def is_held_out(name: str, fact: str, value: str) -> bool:
     """Whether (first name, "job" or "surname", value) belongs to dev/test only (one in
     five, by a fixed hash)."""
     return zlib.crc32(f"{name}|{fact}|{value}".encode()) % 5 == 0
@@ -81,7 +81,9 @@ def held_out(name: str, fact: str, value: str) -> bool:
 def _person(rng: random.Random, name: str, training: bool) -> dict[str, str]:
     while True:
         job, surname = rng.choice(JOBS), rng.choice(SURNAMES)
-        if not training or not (held_out(name, "job", job) or held_out(name, "surname", surname)):
+        if not training or not (
+            is_held_out(name, "job", job) or is_held_out(name, "surname", surname)
+        ):
             return {"n": name, "j": job, "s": surname}
 
 
@@ -131,7 +133,7 @@ def demo_squad(
             for kind in QUESTIONS:
                 fact = "surname" if kind == "surname" else "job"
                 value = person["s" if fact == "surname" else "j"]
-                if training or held_out(person["n"], fact, value):
+                if training or is_held_out(person["n"], fact, value):
                     asked.append((kind, person))
         rng.shuffle(asked)
         for kind, person in asked[: 3 if training else 1]:

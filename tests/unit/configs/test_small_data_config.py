@@ -14,8 +14,8 @@ from jaxtrans.training import sharding
 from jaxtrans.training.run_settings import (
     batch_rows,
     check_run_settings,
+    has_time_length_schedule,
     run_length,
-    schedule_from_time,
 )
 
 BENCHMARK = os.path.join(REPO, "benchmarks", "time_to_bleu.py")
@@ -39,7 +39,7 @@ def test_the_recipe_is_bounded_by_time_with_a_schedule_that_ends_with_it(config)
     assert resolved.data.pack
     assert config.train.max_minutes > 0
     steps = run_length(resolved, task=None, is_main=True)
-    assert steps == math.inf and schedule_from_time(resolved, steps)
+    assert steps == math.inf and has_time_length_schedule(resolved, steps)
 
 
 def test_the_recipe_keeps_the_seeds_shape_with_pre_ln(config):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import transformers
 
-from jaxtrans.data.qa.demo import JOBS, NAMES, SURNAMES, demo_squad, held_out
+from jaxtrans.data.qa.demo import JOBS, NAMES, SURNAMES, demo_squad, is_held_out
 from jaxtrans.data.qa.qa_features import QAEncoder, evaluation_batches, span_text, window_starts
 from jaxtrans.data.qa.squad import Answer, QAExample, parse_question_line, read_squad
 from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
@@ -326,13 +326,13 @@ def test_demo_corpus_is_seeded_answers_are_at_their_offsets_and_dev_asks_unseen_
         for before, name, after in zip(context, context[1:], context[2:], strict=False)
         if name in NAMES and (after in SURNAMES or before in JOBS)
     ]
-    assert len(pairs) > 300 and not any(held_out(*pair) for pair in pairs)
+    assert len(pairs) > 300 and not any(is_held_out(*pair) for pair in pairs)
     for example in dev:
         if not example.answers:
             continue
         answer = example.answers[0].text
         asked = re.findall(r"[A-Za-z]+", example.question)
         if "surname" in asked:
-            assert held_out(next(w for w in asked if w in NAMES), "surname", answer)
+            assert is_held_out(next(w for w in asked if w in NAMES), "surname", answer)
         else:  # Who is the {job}? -> first name and surname
-            assert held_out(answer.split()[0], "job", next(w for w in asked if w in JOBS))
+            assert is_held_out(answer.split()[0], "job", next(w for w in asked if w in JOBS))
