@@ -5,6 +5,7 @@ and those that do not are one-line errors (exit 2) that write nothing."""
 import io
 import json
 import os
+import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built and read locally
 
@@ -135,3 +136,26 @@ def test_a_checkpoint_without_the_tasks_head_is_a_one_line_error(tmp_path, capsy
         capsys, "--init_from", str(tmp_path), "--task", "bert_classification", "--input", "-"
     )
     assert "has no bert/pooler weights" in err
+
+
+def test_a_directory_saved_without_vocab_txt_answers_as_with_it(
+    classifier, tmp_path, capsys, monkeypatch
+):
+    # transformers 5's save_pretrained writes tokenizer.json and no vocab.txt.
+    with_vocab = classifier[0]
+    without = tmp_path / "no_vocab_txt"
+    shutil.copytree(with_vocab, without)
+    (without / "vocab.txt").unlink()
+    assert (without / "tokenizer.json").is_file()
+    lines = "Paris is the CAPITAL of France .\nrome , italy\tBerlin , Germanys\nzebra ? a city\n"
+
+    def answers(directory) -> list[dict]:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+        capsys.readouterr()
+        evaluate("--init_from", str(directory), "--task", "bert_classification", "--input", "-")
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    expected = answers(with_vocab)
+    assert len(expected) == 3
+    assert answers(without) == expected
+    assert not (without / "vocab.txt").exists()

@@ -4,7 +4,11 @@ run was trained on.
 
 - WordPiece (``vocab.txt``, from a Hugging Face checkpoint): ``vocab.txt`` and a
   ``tokenizer_config.json`` with the options the run used (``do_lower_case``,
-  ``strip_accents``, ``tokenize_chinese_chars``): a ``BertTokenizer``.
+  ``strip_accents``, ``tokenize_chinese_chars``): a ``BertTokenizer``. A run that started
+  from a directory saved by transformers 5 holds that directory's ``tokenizer.json``
+  instead of ``vocab.txt``; it is copied as it is, with the same ``tokenizer_config.json``
+  (transformers takes the vocabulary from it and the options from the config, as it did
+  when the run started).
 - SentencePiece (``spm.model``, trained by jaxtrans) of the unigram or bpe kind: a
   ``tokenizer.json`` built with the ``tokenizers`` library from the model's pieces and
   scores (bpe: the merges they imply) and its normalizer (the model's NFKC character
@@ -41,6 +45,7 @@ from jaxtrans.data.tokenizers.wordpiece import (
     SEP_PIECE,
     TOKENIZER_CONFIG_FILE,
     UNK_PIECE,
+    WordPieceTokenizer,
     read_tokenizer_config,
 )
 from jaxtrans.errors import UserError, describe
@@ -53,21 +58,24 @@ def write_huggingface_tokenizer(tokenizer_dir: Path, output: Path, max_length: i
     """Write the Hugging Face tokenizer files of the run tokenizer in ``tokenizer_dir``
     into the directory ``output``; ``max_length``: the model's longest input. Returns
     notes for the user (one line each): what could not be written, and why."""
-    if (tokenizer_dir / VOCAB_FILE).is_file():
-        _write_wordpiece(tokenizer_dir, output, max_length)
-        return []
     if (tokenizer_dir / MODEL_FILE).is_file():
         return _write_sentencepiece(tokenizer_dir / MODEL_FILE, output, max_length)
-    raise UserError(f"{tokenizer_dir} holds neither {VOCAB_FILE} nor {MODEL_FILE}")
+    for name in (VOCAB_FILE, TOKENIZER_FILE):
+        if (tokenizer_dir / name).is_file():
+            _write_wordpiece(tokenizer_dir, name, output, max_length)
+            return []
+    raise UserError(f"{tokenizer_dir} holds none of {VOCAB_FILE}, {TOKENIZER_FILE}, {MODEL_FILE}")
 
 
 def _write_json(path: Path, contents: dict) -> None:
     path.write_text(json.dumps(contents, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _write_wordpiece(tokenizer_dir: Path, output: Path, max_length: int) -> None:
+def _write_wordpiece(tokenizer_dir: Path, name: str, output: Path, max_length: int) -> None:
+    """``name``: the run's vocabulary file (vocab.txt or tokenizer.json), copied as it is."""
     options = read_tokenizer_config(tokenizer_dir / TOKENIZER_CONFIG_FILE)
-    shutil.copyfile(tokenizer_dir / VOCAB_FILE, output / VOCAB_FILE)
+    WordPieceTokenizer(tokenizer_dir / name)  # a damaged file: UserError before writing
+    shutil.copyfile(tokenizer_dir / name, output / name)
     _write_json(
         output / TOKENIZER_CONFIG_FILE,
         {

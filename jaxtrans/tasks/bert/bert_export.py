@@ -8,8 +8,10 @@ writes, all at once or not at all (a scratch directory renamed into place),
                         the shapes, hidden_act, dropout rates, layer_norm_eps, pad_token_id,
                         id2label / label2id for a classifier head (models/bert/)
     model.safetensors   the checkpoint's parameters under Hugging Face's names, float32
-    tokenizer files     vocab.txt + tokenizer_config.json (WordPiece runs) or tokenizer.json
-                        + tokenizer_config.json (SentencePiece runs; data/tokenizers/)
+    tokenizer files     vocab.txt + tokenizer_config.json (WordPiece runs; the run's
+                        tokenizer.json instead of vocab.txt when it started from a directory
+                        saved by transformers 5) or tokenizer.json + tokenizer_config.json
+                        (SentencePiece runs; data/tokenizers/huggingface_tokenizer_files.py)
 
 so that ``transformers.AutoModel*.from_pretrained`` and ``AutoTokenizer.from_pretrained``
 load it, and ``jaxtrans.models.bert.bert_from_huggingface.from_huggingface`` gives the checkpoint's

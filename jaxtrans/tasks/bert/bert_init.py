@@ -1,9 +1,10 @@
 """Where a BERT run's tokenizer and starting weights come from.
 
 Every BERT workdir keeps its tokenizer in ``WORKDIR/bert_tokenizer/``: ``spm.model`` (a
-SentencePiece model jaxtrans trained on the pretraining text) or ``vocab.txt`` with
-``tokenizer_config.json`` (the WordPiece vocabulary of a Hugging Face checkpoint, copied
-there). A workdir therefore evaluates and fine-tunes without the files it started from.
+SentencePiece model jaxtrans trained on the pretraining text) or ``vocab.txt`` (or, from a
+directory saved by transformers 5, ``tokenizer.json``) with ``tokenizer_config.json`` (the
+WordPiece vocabulary of a Hugging Face checkpoint, copied there). A workdir therefore
+evaluates and fine-tunes without the files it started from.
 
 Fine-tuning starts from ``--config.init_from=PATH``, one of
 
@@ -11,7 +12,7 @@ Fine-tuning starts from ``--config.init_from=PATH``, one of
   bert_classification, ``bert_tokenizer/``, ``checkpoints/``): the encoder of its latest
   checkpoint and its tokenizer;
 - a Hugging Face BERT checkpoint directory (``config.json`` with ``model_type`` bert, the
-  weights, ``vocab.txt``): its encoder and its WordPiece vocabulary.
+  weights, ``vocab.txt`` or ``tokenizer.json``): its encoder and its WordPiece vocabulary.
 """
 
 import dataclasses
@@ -32,7 +33,13 @@ from jaxtrans.data.tokenizers.bert_tokenizer import (
     BertTokenizer,
     SentencePieceBertTokenizer,
 )
-from jaxtrans.data.tokenizers.wordpiece import TOKENIZER_CONFIG_FILE, WordPieceTokenizer
+from jaxtrans.data.tokenizers.wordpiece import (
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    WordPieceTokenizer,
+    vocabulary_file,
+)
 from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.models.bert.bert_from_huggingface import (
     bert_config_from_huggingface,
@@ -47,7 +54,6 @@ from jaxtrans.models.bert.bert_model import (
 )
 from jaxtrans.workdir import new_directory
 
-VOCAB_FILE = "vocab.txt"
 # The model of each BERT task's workdirs (whose encoder a new run can start from).
 BERT_MODELS = {
     "bert_pretraining": BertForPretraining,
@@ -64,7 +70,7 @@ def tokenizer_dir(workdir: str | Path) -> Path:
 
 def has_run_tokenizer(workdir: str | Path) -> bool:
     directory = tokenizer_dir(workdir)
-    return (directory / MODEL_FILE).is_file() or (directory / VOCAB_FILE).is_file()
+    return any((directory / name).is_file() for name in (MODEL_FILE, VOCAB_FILE, TOKENIZER_FILE))
 
 
 def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
@@ -72,7 +78,8 @@ def load_run_tokenizer(workdir: str | Path) -> BertTokenizer:
     directory = tokenizer_dir(workdir)
     if not has_run_tokenizer(workdir):
         raise UserError(
-            f"{directory} holds neither {MODEL_FILE} nor {VOCAB_FILE}; is {workdir} a BERT workdir?"
+            f"{directory} holds none of {MODEL_FILE}, {VOCAB_FILE}, {TOKENIZER_FILE}; is {workdir} "
+            "a BERT workdir?"
         )
     return load_tokenizer(directory)
 
@@ -98,15 +105,11 @@ def install_tokenizer(files: list[Path], workdir: str | Path) -> BertTokenizer:
 
 
 def huggingface_tokenizer_files(directory: str | Path) -> list[Path]:
-    """vocab.txt and, when present, tokenizer_config.json of a checkpoint directory."""
+    """vocab.txt (else tokenizer.json, as transformers 5 saves it) and, when present,
+    tokenizer_config.json of a checkpoint directory; UserError naming both without either."""
     directory = Path(directory)
-    if not (directory / VOCAB_FILE).is_file():
-        raise UserError(
-            f"{directory} has no {VOCAB_FILE}; the WordPiece vocabulary must come with the "
-            "checkpoint (save the tokenizer with save_pretrained too)"
-        )
     optional = directory / TOKENIZER_CONFIG_FILE
-    return [directory / VOCAB_FILE] + ([optional] if optional.is_file() else [])
+    return [vocabulary_file(directory)] + ([optional] if optional.is_file() else [])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@ the same models as the 0996837 version trained for the same text and settings.""
 
 import json
 import pathlib
+import random
 
 import ml_collections
 import pytest
@@ -86,3 +87,77 @@ def test_sample_is_every_index_or_a_sorted_fixed_subset():
     sample = sample_indices(1000, 50)
     assert len(set(sample.tolist())) == 50 and sorted(sample.tolist()) == sample.tolist()
     assert sample.tolist() == sample_indices(1000, 50).tolist()
+
+
+def chinese_lines(distinct: int = 2000, count: int = 400, seed: int = 0) -> list[str]:
+    """Random lines of ``distinct`` CJK ideographs (U+4E00...), every one of them used."""
+    rng = random.Random(seed)
+    characters = [chr(0x4E00 + i) for i in range(distinct)]
+    lines = ["".join(characters[i : i + 20]) for i in range(0, distinct, 20)]
+    lines += ["".join(rng.choices(characters, k=30)) for _ in range(count)]
+    return lines
+
+
+def test_a_vocabulary_smaller_than_the_characters_names_both_keys_and_the_sizes(tmp_path):
+    with pytest.raises(UserError) as error:
+        train_sentencepiece(
+            chinese_lines(), tmp_path / "m.model", vocab_size=500, model_type="unigram",
+            character_coverage=1.0,
+        )  # fmt: skip
+    message = str(error.value)
+    # 2000 ideographs and "▁" (SentencePiece's space mark), plus the 7 reserved pieces.
+    assert "--config.data.vocab_size=500 is too small" in message
+    assert "2001 characters" in message and "--config.data.vocab_size=2008 or more" in message
+    assert "--config.data.character_coverage" in message and "\n" not in message
+    assert "INTERNAL" not in message and "trainer_interface" not in message
+
+
+def test_the_suggested_vocabulary_size_trains(tmp_path):
+    size = train_sentencepiece(
+        chinese_lines(), tmp_path / "m.model", vocab_size=2008, model_type="unigram",
+        character_coverage=1.0,
+    )  # fmt: skip
+    assert size >= 2008
+
+
+def test_a_bert_run_on_chinese_text_says_which_key_to_change(tmp_path):
+    data = ml_collections.ConfigDict(
+        dict(vocab_size=300, spm_model_type="unigram", character_coverage=0.9995,
+             spm_max_sentences=10_000, hf_checkpoint="")
+    )  # fmt: skip
+    documents = [chinese_lines(distinct=1000, count=100)]
+    with pytest.raises(UserError, match=r"--config.data.vocab_size=300 is too small .*"
+                       r"--config.data.vocab_size=\d+ or more, or lower "
+                       r"--config.data.character_coverage"):  # fmt: skip
+        load_or_train_bert_tokenizer(data, str(tmp_path), documents)
+    assert not (tmp_path / "bert_tokenizer").exists()
+
+
+def test_an_exact_vocabulary_larger_than_the_text_allows_names_the_largest(tmp_path):
+    with pytest.raises(UserError) as error:
+        train_sentencepiece(
+            SENTENCES, tmp_path / "m.model", vocab_size=5000, model_type="unigram",
+            character_coverage=1.0, hard_vocab_limit=True,
+        )  # fmt: skip
+    message = str(error.value)
+    largest = int(message.split("the largest vocabulary it allows is ")[1].split(":")[0])
+    assert "--config.data.vocab_size=5000 is more pieces than the training text gives" in message
+    assert f"set --config.data.vocab_size={largest} or less" in message and "\n" not in message
+    # The size named trains exactly, one more does not.
+    exact = dict(model_type="unigram", character_coverage=1.0, hard_vocab_limit=True)
+    assert train_sentencepiece(SENTENCES, tmp_path / "a", vocab_size=largest, **exact) == largest
+    with pytest.raises(UserError, match=f"allows is {largest}"):
+        train_sentencepiece(SENTENCES, tmp_path / "b", vocab_size=largest + 1, **exact)
+
+
+@pytest.mark.parametrize("coverage", [0.5, 0.97, 1.5, 0.0])
+def test_a_character_coverage_out_of_range_names_the_key_and_the_range(tmp_path, coverage):
+    with pytest.raises(UserError) as error:
+        train_sentencepiece(
+            SENTENCES, tmp_path / "m.model", vocab_size=30, model_type="unigram",
+            character_coverage=coverage,
+        )  # fmt: skip
+    message = str(error.value)
+    key = f"--config.data.character_coverage={coverage}"
+    assert message.startswith(f"SentencePiece training failed: {key} is out of range")
+    assert "0.98 to 1.0" in message and "\n" not in message
