@@ -3,6 +3,7 @@
     translator = Translator.load("runs/demo")            # a workdir (or a Marian directory)
     translator.translate(["ke tafo miro lesa ."])        # -> ["the ..."]
     translator.score(sources, references).bleu           # sacreBLEU BLEU and chrF
+    translator.translate(sentences, sampling=True, top_p=0.9, seed=1)  # back-translation
 
 ``load`` reads the tokenizer and restores the parameters once; ``translate`` then decodes
 as evaluate.py does: sentences sorted by length into batches of static shapes, results in
@@ -47,12 +48,24 @@ class Translator:
 
     def settings(self, **given: Any) -> dict[str, Any]:
         """The decoding settings of a call: the given ones, else the run config's eval
-        section, else the defaults (beam 4, alpha 0.6, ...)."""
+        section, else the defaults (beam 4, alpha 0.6, ...; sampling off: sampling=True,
+        temperature=1.0, top_k=0, top_p=1.0, seed=0 draw the tokens instead)."""
         return decoding_settings(self.task.run_config, **given)
 
-    def translate(self, sentences: Sequence[str] | str, **decoding: Any) -> list[str]:
+    def translate(
+        self,
+        sentences: Sequence[str] | str,
+        *,
+        sampling: bool = False,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        **decoding: Any,
+    ) -> list[str]:
         """The translation of each sentence, in order. ``decoding``: beam_size (1: greedy),
-        alpha, batch_size, max_extra_length, ... (``settings``)."""
+        alpha, batch_size, max_extra_length, ...; sampling (False), temperature (1.0),
+        top_k (0), top_p (1.0), seed (0) to sample instead (``settings``)."""
         if isinstance(sentences, str):
             raise UserError("translate takes a list of sentences; wrap one in a list")
         return translate(
@@ -60,7 +73,14 @@ class Translator:
             self.params,
             self.task.tokenizer,
             list(sentences),
-            **self.settings(**decoding),
+            **self.settings(
+                sampling=sampling,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                **decoding,
+            ),
         )
 
     def score(

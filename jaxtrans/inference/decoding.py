@@ -1,7 +1,7 @@
 """Cached decoding with the Transformer: encode once, then one decoder step per token.
 
     source [batch, src_len] -> encode -> memory -> cross-attention keys/values ("memory_cache")
-    BOS -> step -> logits -> greedy or beam search -> next token -> step -> ...
+    BOS -> step -> logits -> greedy search, sampling or beam search -> next token -> step -> ...
 
 Each step runs the decoder on one token per row; its self-attention keys/values pile up
 in the "cache" collection, so a step costs the same whatever the prefix length.
@@ -18,6 +18,7 @@ from jaxtrans.inference.search import (
     StepFn,
     beam_search,
     greedy_search,
+    sample_search,
     tile_beams,
 )
 from jaxtrans.models import Transformer, TransformerConfig
@@ -123,6 +124,44 @@ def greedy_decode(
     )
 
 
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def sample_decode(
+    params,
+    source: jnp.ndarray,
+    max_lengths: jnp.ndarray,
+    keys: jnp.ndarray,
+    temperature: float | jnp.ndarray = 1.0,
+    top_k: int | jnp.ndarray = 0,
+    top_p: float | jnp.ndarray = 1.0,
+    *,
+    config: TransformerConfig,
+    max_len: int,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> jnp.ndarray:
+    """Sampled translation (search.sample_search); arguments as greedy_decode, keys [batch]
+    a PRNG key per row (search.row_keys). temperature, top_k and top_p are traced: one
+    compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after EOS.
+    """
+    params = nn.unbox(params)
+    step = make_step_fn(config, params, _encode_and_cache_memory(config, params, source), source)
+    cache = init_cache(config, source.shape[0], max_len)
+    return sample_search(
+        step,
+        cache,
+        max_lengths,
+        max_len,
+        keys,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+    )
+
+
 @functools.partial(jax.jit, static_argnames=(*_STATIC, "beam_size", "penalty_form"))
 def beam_decode(
     params,
@@ -181,13 +220,20 @@ def generate(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     penalty_form: PenaltyForm = "gnmt",
+    keys: jnp.ndarray | None = None,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> jnp.ndarray:
-    """Best translation per row: greedy for beam_size 1, else the top beam.
+    """Best translation per row: greedy for beam_size 1, else the top beam; or, given keys
+    [batch] (a PRNG key per row), a sample (sample_decode; temperature 0: greedy).
 
     Arguments as beam_decode; returns tokens [batch, max_len] int32, PAD after EOS.
     """
     ids = dict(config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
-    if beam_size == 1:
+    if keys is not None and temperature > 0:
+        return sample_decode(params, source, max_lengths, keys, temperature, top_k, top_p, **ids)
+    if beam_size == 1 or keys is not None:
         return greedy_decode(params, source, max_lengths, **ids)
     tokens, _ = beam_decode(
         params, source, max_lengths, alpha, beam_size=beam_size, penalty_form=penalty_form, **ids

@@ -90,8 +90,15 @@ def translate_and_score(
     max_extra_length: int = 50,
     penalty_form: str = "gnmt",
     target_lang: str | None = None,
+    sampling: bool = False,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
 ) -> tuple[list[str], CorpusScores, float]:
-    """Translate the sources of (source, reference) pairs and score them.
+    """Translate the sources of (source, reference) pairs and score them. The decoding
+    settings are translate()'s (``sampling`` draws the tokens: temperature, top_k, top_p,
+    seed).
 
     Returns (hypotheses, scores, seconds of translation, compilation included).
     """
@@ -108,6 +115,11 @@ def translate_and_score(
         alpha=alpha,
         max_extra_length=max_extra_length,
         penalty_form=penalty_form,
+        sampling=sampling,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
     )
     seconds = time.perf_counter() - start
     scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
@@ -134,6 +146,11 @@ def evaluate_translations(
     stem: str | None = None,
     lines_skipped: int = 0,
     printer: Callable[[str], None] = print,
+    sampling: bool = False,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
 ) -> dict:
     """Translate the sources of (source, reference) pairs, score, write the report files.
 
@@ -143,9 +160,11 @@ def evaluate_translations(
     .json; its keys include step, split, checkpoint, bleu, chrf, signature (BLEU's
     sacreBLEU signature), num_sentences (the pairs scored), lines_read (num_sentences +
     lines_skipped), lines_skipped, beam_size, alpha, penalty_form, decode_seconds (wall time of
-    translation, compilation included) and sentences_per_sec. The .md and the console
-    say the lines read and skipped when any were skipped.
+    translation, compilation included) and sentences_per_sec; a sampled decoding's also
+    ``sampling``: its temperature, top_k, top_p and seed. The .md and the console say the
+    lines read and skipped when any were skipped.
     """
+    sample = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
     hypotheses, scores, seconds = translate_and_score(
         config,
         params,
@@ -157,6 +176,8 @@ def evaluate_translations(
         max_extra_length=max_extra_length,
         penalty_form=penalty_form,
         target_lang=target_lang,
+        sampling=sampling,
+        **sample,
     )
     path = os.path.join(outdir, stem or f"{split}-step{step}")
     report = {
@@ -180,6 +201,8 @@ def evaluate_translations(
         "sentences_per_sec": len(pairs) / seconds,
         "hypotheses_file": os.path.basename(path) + ".hyp.txt",
     }
+    if sampling:
+        report["sampling"] = sample
     os.makedirs(outdir, exist_ok=True)
     with open(path + ".hyp.txt", "w", encoding="utf-8") as f:
         f.writelines(" ".join(h.splitlines()) + "\n" for h in hypotheses)

@@ -1,4 +1,5 @@
-"""Greedy and beam search over any incremental step function, inside one jax.lax.while_loop.
+"""Greedy search, sampling and beam search over any incremental step function, inside one
+jax.lax.while_loop.
 
 The search knows nothing of the model. It calls
 
@@ -7,10 +8,10 @@ The search knows nothing of the model. It calls
 once per generated position: ``tokens`` are the previous step's outputs (BOS first),
 ``position`` (a scalar) is their position id, and ``cache`` is any pytree whose
 array leaves have a leading ``rows`` axis (scalar leaves, such as a cache index, are
-shared by all rows). Rows are ``batch`` for greedy search and ``batch * beam_size``
+shared by all rows). Rows are ``batch`` for greedy search and sampling and ``batch * beam_size``
 for beam search, beam-minor (row ``b * beam_size + k``, see ``tile_beams``).
 
-Both searches never emit PAD or BOS (neither is ever a target), stop a row at EOS or at
+The searches never emit PAD or BOS (neither is ever a target), stop a row at EOS or at
 its own maximum length, and return tokens [.., max_len] with PAD after the end: nothing
 follows EOS.
 """
@@ -50,6 +51,34 @@ def argmax(x: jnp.ndarray) -> jnp.ndarray:
     return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
 
 
+def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id):
+    """One token a row a step: ``choose(allowed_logits [batch, vocab], i) -> [batch]``."""
+    batch = max_lengths.shape[0]
+    max_lengths = jnp.minimum(max_lengths, max_len)
+
+    def running(state):
+        i, _, _, done, _ = state
+        return (i < max_len) & ~jnp.all(done)
+
+    def step(state):
+        i, tokens, last, done, cache = state
+        logits, cache = step_fn(cache, last, i)
+        token = choose(_allowed_logits(logits, pad_id, bos_id), i)
+        token = jnp.where(done, pad_id, token)
+        tokens = tokens.at[:, i].set(token)
+        done = done | (token == eos_id) | (i + 1 >= max_lengths)
+        return i + 1, tokens, token, done, cache
+
+    state = (
+        jnp.array(0, jnp.int32),
+        jnp.full((batch, max_len), pad_id, jnp.int32),
+        jnp.full((batch,), bos_id, jnp.int32),
+        max_lengths <= 0,
+        cache,
+    )
+    return jax.lax.while_loop(running, step, state)[1]
+
+
 def greedy_search(
     step_fn: StepFn,
     cache: Cache,
@@ -65,30 +94,73 @@ def greedy_search(
     max_lengths [batch]: tokens each row may produce (EOS included); 0 marks a dummy row.
     max_len: static length of the output buffer. Returns tokens [batch, max_len] int32.
     """
-    batch = max_lengths.shape[0]
-    max_lengths = jnp.minimum(max_lengths, max_len)
-
-    def running(state):
-        i, _, _, done, _ = state
-        return (i < max_len) & ~jnp.all(done)
-
-    def step(state):
-        i, tokens, last, done, cache = state
-        logits, cache = step_fn(cache, last, i)
-        token = argmax(_allowed_logits(logits, pad_id, bos_id))
-        token = jnp.where(done, pad_id, token)
-        tokens = tokens.at[:, i].set(token)
-        done = done | (token == eos_id) | (i + 1 >= max_lengths)
-        return i + 1, tokens, token, done, cache
-
-    state = (
-        jnp.array(0, jnp.int32),
-        jnp.full((batch, max_len), pad_id, jnp.int32),
-        jnp.full((batch,), bos_id, jnp.int32),
-        max_lengths <= 0,
-        cache,
+    return _token_search(
+        step_fn, cache, max_lengths, max_len, lambda x, _: argmax(x), bos_id, eos_id, pad_id
     )
-    return jax.lax.while_loop(running, step, state)[1]
+
+
+def sampling_logits(
+    logits: jnp.ndarray,
+    temperature: float | jnp.ndarray = 1.0,
+    top_k: int | jnp.ndarray = 0,
+    top_p: float | jnp.ndarray = 1.0,
+) -> jnp.ndarray:
+    """The logits [.., vocab] that sampling draws from, -inf outside the kept set, in Hugging
+    Face's and fairseq's order: logits / temperature (> 0); then the top_k most probable
+    (0: all; tokens tied with the k-th stay); then, renormalised, the smallest set of most
+    probable tokens whose cumulative probability reaches top_p (1.0: all; at least one).
+    The settings may be traced: one compiled search serves them all."""
+    logits = logits.astype(jnp.float32) / jnp.asarray(temperature, jnp.float32)
+    vocab = logits.shape[-1]
+    descending = -jnp.sort(-logits, axis=-1)
+    k = jnp.where(top_k > 0, jnp.minimum(top_k, vocab), vocab)
+    kth = jnp.take_along_axis(descending, jnp.broadcast_to(k - 1, logits.shape[:-1])[..., None], -1)
+    logits = jnp.where(logits < kth, -jnp.inf, logits)
+    descending = jnp.where(jnp.arange(vocab) < k, descending, -jnp.inf)
+    probs = jax.nn.softmax(descending, axis=-1)
+    # Keep a token while the tokens more probable than it hold less than top_p.
+    before = jnp.cumsum(probs, axis=-1) - probs
+    kept = (before < top_p) | (jnp.arange(vocab) == 0)
+    lowest = jnp.min(jnp.where(kept, descending, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where(logits < lowest, -jnp.inf, logits)
+
+
+def row_keys(seed: int | jnp.ndarray, rows: jnp.ndarray) -> jnp.ndarray:
+    """One PRNG key per row, folded from ``seed`` by the row's number ``rows`` [batch] (a
+    sentence's index: its samples do not depend on the batch it lands in)."""
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(seed), rows)
+
+
+def sample_search(
+    step_fn: StepFn,
+    cache: Cache,
+    max_lengths: jnp.ndarray,
+    max_len: int,
+    keys: jnp.ndarray,
+    *,
+    temperature: float | jnp.ndarray = 1.0,
+    top_k: int | jnp.ndarray = 0,
+    top_p: float | jnp.ndarray = 1.0,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+) -> jnp.ndarray:
+    """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
+    greedy_search's loop; temperature 0 is greedy search exactly.
+
+    keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
+    the same keys and inputs give the same tokens. Returns tokens [batch, max_len] int32.
+    """
+    temperature = jnp.asarray(temperature, jnp.float32)
+    greedy = temperature <= 0
+
+    def choose(logits, i):
+        kept = sampling_logits(logits, jnp.where(greedy, 1.0, temperature), top_k, top_p)
+        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, i)
+        drawn = jax.vmap(jax.random.categorical)(step_keys, kept).astype(jnp.int32)
+        return jnp.where(greedy, argmax(logits), drawn)
+
+    return _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id)
 
 
 def length_penalty(

@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
-from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm
+from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm, row_keys
 from jaxtrans.models import TransformerConfig
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -51,6 +51,16 @@ def hypothesis_ids(tokens: np.ndarray, eos_id: int = EOS_ID, pad_id: int = PAD_I
     return out
 
 
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+    """UserError unless temperature >= 0, top_k a whole number >= 0 and 0 < top_p <= 1."""
+    if not temperature >= 0:
+        raise UserError(f"temperature={temperature}: must be >= 0 (0: greedy)")
+    if isinstance(top_k, bool) or not float(top_k).is_integer() or top_k < 0:
+        raise UserError(f"top_k={top_k}: must be a whole number >= 0 (0: all tokens)")
+    if not 0 < top_p <= 1:
+        raise UserError(f"top_p={top_p}: must be in (0, 1] (1.0: all tokens)")
+
+
 def translate_ids(
     config: TransformerConfig,
     params,
@@ -65,12 +75,22 @@ def translate_ids(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     penalty_form: PenaltyForm = "gnmt",
+    sampling: bool = False,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
 ) -> list[list[int]]:
     """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
 
     A hypothesis has at most len(source) + max_extra_length tokens, EOS included.
     penalty_form: beam search's length penalty, "gnmt" ((5 + len) / 6) ** alpha or "hf"
     len ** alpha (as Hugging Face's length_penalty=alpha).
+
+    sampling: draw each token (search.sample_search: temperature, then top_k, then top_p;
+    temperature 0 is greedy) instead of searching; beam_size is then not used. Sentence i
+    samples with the key fold_in(key(seed), i): the same seed and sources give the same
+    output, whatever the batch size.
     """
     if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
         raise UserError(
@@ -81,6 +101,8 @@ def translate_ids(
         raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
     if penalty_form not in PENALTY_FORMS:
         raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
+    if sampling:
+        check_sampling(temperature, top_k, top_p)
     params = nn.unbox(params)
     if config.scan_layers:
         # Decoded layer by layer: the scanned decoder would move every layer's key/value
@@ -102,6 +124,17 @@ def translate_ids(
         for row, i in enumerate(chunk):
             source[row, : len(sources[i])] = sources[i]
             max_lengths[row] = len(sources[i]) + max_extra_length
+        sample = {}
+        if sampling:
+            # Dummy rows get numbers of their own, past the sentences'.
+            numbers = np.arange(len(sources), len(sources) + rows, dtype=np.int32)
+            numbers[: len(chunk)] = chunk
+            sample = dict(
+                keys=row_keys(seed, numbers),
+                temperature=float(temperature),
+                top_k=int(top_k),
+                top_p=float(top_p),
+            )
         tokens = generate(
             params,
             source,
@@ -114,6 +147,7 @@ def translate_ids(
             eos_id=eos_id,
             pad_id=pad_id,
             penalty_form=penalty_form,
+            **sample,
         )
         tokens = np.asarray(tokens)
         for row, i in enumerate(chunk):
@@ -133,12 +167,18 @@ def translate(
     max_extra_length: int = 50,
     length_multiple: int = 16,
     penalty_form: PenaltyForm = "gnmt",
+    sampling: bool = False,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
 ) -> list[str]:
     """Source sentences -> translations, in the input order.
 
     Sources are tokenised as in training (``encode_source`` ids + EOS). beam_size 1 is
     greedy search; alpha is the length-penalty exponent of beam search, penalty_form its
-    formula ("gnmt" or "hf", see translate_ids).
+    formula ("gnmt" or "hf", see translate_ids). sampling draws the tokens instead
+    (temperature, top_k, top_p, seed: see translate_ids).
     """
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     hypotheses = translate_ids(
@@ -151,5 +191,10 @@ def translate(
         max_extra_length=max_extra_length,
         length_multiple=length_multiple,
         penalty_form=penalty_form,
+        sampling=sampling,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
     )
     return [tokenizer.decode_target(ids) for ids in hypotheses]

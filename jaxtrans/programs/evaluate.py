@@ -28,6 +28,7 @@ from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
                    [--batch_size N] [--max_extra_length N] [--penalty_form gnmt|hf]
+                   [--sampling [--temperature T] [--top_k K] [--top_p P] [--seed S]]
                    [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
        python evaluate.py --init_from HF_DIR --task NAME [--config FILE [--config.KEY=VALUE]]
                    [--input FILE|- [--output FILE]] [--outdir OUT [--split test|dev]]
@@ -38,7 +39,10 @@ skipped and scored, and examples, also .md and .hyp.txt; DECODING is greedy or b
 plus -alphaA, -hf and -maxextraN where they differ from the run config) or
 DIR/eval/{split}-step{N}[-avgK].json (BERT: the task's metrics). The split defaults to
 the task's own (translation and classification: test; pretraining: dev). Decoding
-settings default to the run config's eval section.
+settings default to the run config's eval section. --sampling draws each token instead
+of searching (for back-translation; with --input): logits / T, then the K most probable
+(0: all), then the smallest set holding probability P (1.0: all); T 0 is greedy; the same
+--seed and input give the same output.
 
 --input FILE ('-': stdin): one answer a line, written to --output (default stdout).
 Translation: the translation. BERT tasks answer one JSON object a line; a TAB in a line
@@ -65,7 +69,18 @@ lines; with --config (e.g. configs/marian_finetune.py --config.data.test=FILE) a
 --outdir it scores a split with BLEU/chrF like a trained run (docs/pretrained.md)."""
 
 # Task settings passed on to the task (None where not given).
-OPTIONS = ("beam_size", "alpha", "batch_size", "max_extra_length", "penalty_form")
+OPTIONS = (
+    "beam_size",
+    "alpha",
+    "batch_size",
+    "max_extra_length",
+    "penalty_form",
+    "sampling",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+)
 
 
 def read_lines(input_path: str) -> list[str]:
@@ -148,6 +163,19 @@ def _define(values: flags.FlagValues) -> None:
     string(
         "outdir", None, "Directory of the reports (default DIR/eval; with --init_from: required)."
     )
+    flags.DEFINE_boolean(
+        "sampling", None, "Sample each token instead of beam or greedy search.", flag_values=values
+    )
+    for name, help_ in (
+        ("temperature", "Sampling: divide the logits by this (0 = greedy). Default 1.0."),
+        ("top_p", "Sampling: keep the most probable tokens holding this probability. Default 1."),
+    ):
+        flags.DEFINE_float(name, None, help_, flag_values=values)
+    for name, help_ in (
+        ("top_k", "Sampling: keep the K most probable tokens (0 = all). Default 0."),
+        ("seed", "Sampling: the random seed. Default 0."),
+    ):
+        flags.DEFINE_integer(name, None, help_, flag_values=values)
     for name, help_ in (
         ("beam_size", "Beam size (1 = greedy)."),
         ("batch_size", "Sentences per decoding batch."),

@@ -1,5 +1,6 @@
 """The evaluate.py program on a small workdir: reports, averaged checkpoints, files, plots."""
 
+import io
 import json
 import shutil
 
@@ -146,6 +147,50 @@ def test_input_file_is_translated_line_by_line(workdir, tmp_path):
     assert len(output.read_text().splitlines()) == 6
 
 
+def test_sampling_stdin_prints_a_line_per_input_the_same_for_the_same_seed(
+    workdir, monkeypatch, capsys
+):
+    lines = "hello\nthe small cat\nok\nyes, no\n"
+
+    def sample(*flags: str) -> list[str]:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+        evaluate(f"--workdir={workdir}", "--input=-", "--sampling", "--max_extra_length=6", *flags)
+        return capsys.readouterr().out.splitlines()
+
+    first = sample("--seed=1")
+    assert len(first) == 4
+    assert sample("--seed=1") == first
+    # An untrained model samples its 200 tokens nearly uniformly: seed 2 differs.
+    assert sample("--seed=2") != first
+    # Temperature 0 is greedy search.
+    greedy = sample("--temperature=0")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    evaluate(f"--workdir={workdir}", "--input=-", "--beam_size=1", "--max_extra_length=6")
+    assert capsys.readouterr().out.splitlines() == greedy
+    for flags, said in (
+        (["--beam_size=4"], "error: sampling with beam_size=4: "),
+        (["--top_p=0"], "error: top_p=0.0: must be in (0, 1]"),
+    ):
+        with pytest.raises(SystemExit):
+            sample(*flags)
+        assert capsys.readouterr().err.startswith(said)
+
+
+def test_a_sampled_split_gets_a_report_of_its_own_with_its_settings(workdir, tmp_path):
+    def report(*flags: str) -> dict:
+        evaluate(f"--workdir={workdir}", "--split=dev", f"--outdir={tmp_path}", "--sampling",
+                 "--max_extra_length=4", *flags)  # fmt: skip
+        name = "dev-step200-sample-t0.7-k0-p0.9-s1-maxextra4"
+        return json.loads((tmp_path / f"{name}.json").read_text()), tmp_path / f"{name}.hyp.txt"
+
+    first, hypotheses = report("--temperature=0.7", "--top_p=0.9", "--seed=1")
+    assert first["beam_size"] == 1 and first["num_sentences"] == 6
+    assert first["sampling"] == {"temperature": 0.7, "top_k": 0, "top_p": 0.9, "seed": 1}
+    drawn = hypotheses.read_text()
+    again, _ = report("--temperature=0.7", "--top_p=0.9", "--seed=1")
+    assert hypotheses.read_text() == drawn and again["bleu"] == first["bleu"]
+
+
 def test_plot_attention_writes_the_pictures(workdir, tmp_path):
     png = tmp_path / "attn.png"
     evaluate(f"--workdir={workdir}", "--plot_attention=the small cat", f"--output={png}",
@@ -163,6 +208,8 @@ def test_plot_attention_writes_the_pictures(workdir, tmp_path):
         ["--workdir={workdir}", "--checkpoint=avg:3"],
         ["--workdir={workdir}", "--split=train"],
         ["--workdir={workdir}", "--output=x.txt"],
+        ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--beam_size=4"],
+        ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--top_p=0"],
     ],
 )
 def test_bad_requests_exit_with_status_2(workdir, tmp_path, flags, capsys):
@@ -208,7 +255,8 @@ def test_decoding_settings_come_from_flags_then_the_config_then_the_defaults():
     config = ml_collections.ConfigDict({"eval": {"alpha": 1.0, "penalty_form": "hf"}})
     settings = decoding_settings(config, alpha=0.8, beam_size=None)
     assert settings == {"beam_size": 4, "alpha": 0.8, "batch_size": 64,
-                        "max_extra_length": 50, "penalty_form": "hf"}  # fmt: skip
+                        "max_extra_length": 50, "penalty_form": "hf", "sampling": False,
+                        "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}  # fmt: skip
     assert decoding_settings(ml_collections.ConfigDict())["penalty_form"] == "gnmt"
     config.eval.penalty_form = "GNMT"
     with pytest.raises(UserError, match=r"eval.penalty_form='GNMT': use gnmt .* or hf"):

@@ -70,3 +70,16 @@ def test_mistakes_are_one_line_user_errors(workdir, tmp_path):
         translator.score(SENTENCES, ["one"])
     with pytest.raises(UserError, match="no config.json"):
         jaxtrans.Translator.load(str(tmp_path))
+
+
+def test_sampling_is_reproducible_and_equals_the_tasks_prediction(workdir):
+    translator = jaxtrans.Translator.load(workdir)
+    options = {"sampling": True, "top_p": 0.9, "seed": 1}
+    sampled = translator.translate(SENTENCES, **options)
+    assert len(sampled) == len(SENTENCES)
+    assert translator.translate(SENTENCES, **options, batch_size=1) == sampled
+    assert restore_task(workdir).predict(SENTENCES, options=options) == sampled
+    greedy = translator.translate(SENTENCES, beam_size=1)
+    assert translator.translate(SENTENCES, sampling=True, temperature=0.0) == greedy
+    with pytest.raises(UserError, match="^sampling with beam_size=3: "):
+        translator.translate(SENTENCES, sampling=True, beam_size=3)

@@ -1,6 +1,7 @@
 """The decoding settings of a translation run: beam size, length penalty, batch and length
 limits, taken from evaluate.py's flags, else the run config's eval section, else the
-defaults; the part of a report's file name that tells settings apart; BLEU's language."""
+defaults; sampling (temperature, top_k, top_p, seed: given, else SAMPLING_DEFAULTS); the
+part of a report's file name that tells settings apart; BLEU's language."""
 
 from typing import Any
 
@@ -8,6 +9,7 @@ import ml_collections
 
 from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
+from jaxtrans.inference.translate import check_sampling
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 
 PENALTY_FORMS = ("gnmt", "hf")
@@ -20,11 +22,15 @@ DEFAULT_DECODING = {
     "max_extra_length": 50,
     "penalty_form": "gnmt",
 }
+# Sampling settings (never in the run config): draw the tokens instead of searching.
+SAMPLING_DEFAULTS = {"sampling": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
 
 
 def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
     """beam_size, alpha, batch_size, max_extra_length, penalty_form: the given value (not
-    None), else the run config's eval section, else DEFAULT_DECODING."""
+    None), else the run config's eval section, else DEFAULT_DECODING; then sampling,
+    temperature, top_k, top_p, seed: the given value, else SAMPLING_DEFAULTS. Sampling
+    decodes with beam size 1 (a beam size > 1 given with it is an error)."""
     evaluation = section_values(TranslationEvalConfig, run_config.get("eval"))
     settings = {}
     for name in DEFAULT_DECODING:
@@ -35,6 +41,16 @@ def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> di
             f"eval.penalty_form={settings['penalty_form']!r}: use gnmt (the length penalty "
             "((5 + len) / 6) ** alpha) or hf (len ** alpha, as transformers' generate)"
         )
+    sample = {n: given[n] if given.get(n) is not None else d for n, d in SAMPLING_DEFAULTS.items()}
+    check_sampling(sample["temperature"], sample["top_k"], sample["top_p"])
+    settings.update({n: type(d)(sample[n]) for n, d in SAMPLING_DEFAULTS.items()})
+    if settings["sampling"]:
+        if given.get("beam_size") is not None and int(given["beam_size"]) > 1:
+            raise UserError(
+                f"sampling with beam_size={given['beam_size']}: sampling draws one "
+                "hypothesis; drop beam_size or sampling"
+            )
+        settings["beam_size"] = 1
     return settings
 
 
@@ -43,9 +59,17 @@ def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str
     ``-alpha{A}`` (beam search only: greedy search has no length penalty) and
     ``-maxextra{N}`` where they differ from the run config's eval section (``run_defaults``,
     from ``decoding_settings(run_config)``), and the length penalty's form (``-hf``) where
-    it differs. batch_size changes no output and is not named."""
+    it differs. batch_size changes no output and is not named. A sampled decoding is
+    ``sample-t{T}-k{K}-p{P}-s{SEED}`` (e.g. ``sample-t0.7-k0-p0.9-s0``), then
+    ``-maxextra{N}`` where it differs."""
     beam_size = int(settings["beam_size"])
     name = "greedy" if beam_size == 1 else f"beam{beam_size}"
+    if settings.get("sampling"):
+        name = (
+            f"sample-t{float(settings['temperature'])!r}-k{int(settings['top_k'])}"
+            f"-p{float(settings['top_p'])!r}-s{int(settings['seed'])}"
+        )
+        beam_size = 1
     if beam_size > 1 and float(settings["alpha"]) != float(run_defaults["alpha"]):
         name += f"-alpha{float(settings['alpha'])!r}"
     if beam_size > 1 and settings["penalty_form"] != run_defaults["penalty_form"]:
