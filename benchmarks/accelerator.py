@@ -26,13 +26,13 @@ import subprocess
 import sys
 import time
 
-# "fused" cannot drop attention weights, so both attention kernels are also compared
-# without attention dropout.
+# The fused kernels (cuDNN on a GPU, splash on a TPU: attention_impl="auto") cannot drop
+# attention weights, so the kernels are also compared without attention dropout.
 ROWS = {
     "XLA attention, attention dropout 0.1": {},
     "XLA attention, attention dropout 0": {"attention_dropout_rate": 0.0},
-    "fused (jax.nn.dot_product_attention), attention dropout 0": {
-        "attention_impl": "fused",
+    "auto kernel (cuDNN on GPU, splash on TPU), attention dropout 0": {
+        "attention_impl": "auto",
         "attention_dropout_rate": 0.0,
     },
     "XLA attention, dropout 0.1, remat": {"remat": True},

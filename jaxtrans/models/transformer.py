@@ -29,11 +29,10 @@ from jaxtrans.nn import (
     Dropout,
     Encoder,
     LearnedPositions,
-    causal_mask,
-    combine_masks,
     default_positions,
+    padding_attention_mask,
     padding_mask,
-    segment_mask,
+    segment_attention_mask,
     sinusoidal_embedding,
 )
 from jaxtrans.nn.layers import dense, embedding
@@ -160,10 +159,12 @@ class Transformer(nn.Module):
     ) -> jnp.ndarray:
         """source [batch, src_len] ids -> memory [batch, src_len, d_model]."""
         cfg = self.config
+        # Masks with their structure (padding or segments), which the splash and cuDNN
+        # kernels take (jaxtrans.nn.attention_kernels); xla takes the boolean array.
         if source_segments is None:
-            mask = padding_mask(source, cfg.pad_id)
+            mask = padding_attention_mask(source, cfg.pad_id)
         else:
-            mask = segment_mask(source_segments)
+            mask = segment_attention_mask(source_segments)
         if source_positions is None:
             source_positions = default_positions(*source.shape, source_segments)
         learned = self.source_positions if cfg.position == "learned" else None
@@ -195,13 +196,11 @@ class Transformer(nn.Module):
             self_mask = None  # the self-attention cache decides which slots are visible
             cross_mask = padding_mask(source, cfg.pad_id)
         elif target_segments is None:
-            self_mask = combine_masks(
-                causal_mask(target.shape[1]), padding_mask(target, cfg.pad_id)
-            )
-            cross_mask = padding_mask(source, cfg.pad_id)
+            self_mask = padding_attention_mask(target, cfg.pad_id, causal=True)
+            cross_mask = padding_attention_mask(source, cfg.pad_id)
         else:
-            self_mask = combine_masks(causal_mask(target.shape[1]), segment_mask(target_segments))
-            cross_mask = segment_mask(target_segments, source_segments)
+            self_mask = segment_attention_mask(target_segments, causal=True)
+            cross_mask = segment_attention_mask(target_segments, source_segments)
         if target_positions is None:
             target_positions = default_positions(*target.shape, target_segments)
         learned = self.target_positions if cfg.position == "learned" else None

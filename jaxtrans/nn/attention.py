@@ -3,7 +3,10 @@
 Shapes: queries [batch, q_len, heads, head_dim]; keys and values heads-major, [batch,
 heads, kv_len, head_dim], the layout the score and mixing products read without a
 transpose (a decoding cache is stored that way, so no step copies it); boolean masks
-broadcastable to [batch, heads, q_len, kv_len] (True = attend).
+broadcastable to [batch, heads, q_len, kv_len] (True = attend), bare or as an
+AttentionMask that also carries the padding, segment ids and causality that built the
+mask: the splash (TPU) and cuDNN (GPU) kernels of jaxtrans.nn.attention_kernels take
+those, chosen by ``config.attention_impl``; the xla kernel takes the boolean mask.
 
 For incremental decoding the module keeps keys and values between calls in two Flax
 variable collections: ``"cache"`` (decoder self-attention, one slot per target position,
@@ -18,9 +21,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.nn import attention_kernels
 from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
-from jaxtrans.nn.masks import combine_masks
+from jaxtrans.nn.masks import AttentionMask, combine_masks, dense_mask
 from jaxtrans.nn.positions import apply_rope
 
 # Variable collections of the decoding caches (see the module docstring).
@@ -49,7 +53,7 @@ def attention_weights(q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None) 
 def fused_attention(
     q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, mask: jnp.ndarray | None
 ) -> jnp.ndarray:
-    """jax.nn.dot_product_attention (cuDNN on GPU) -> [batch, q_len, heads, head_dim].
+    """jax.nn.dot_product_attention (XLA) -> [batch, q_len, heads, head_dim].
 
     k, v heads-major as everywhere here; the library takes [batch, kv_len, heads,
     head_dim] (XLA folds the two transposes away). It averages all values for a fully
@@ -87,7 +91,7 @@ class MultiHeadAttention(nn.Module):
         self,
         inputs_q: jnp.ndarray,
         inputs_kv: jnp.ndarray | None,
-        mask: jnp.ndarray | None = None,
+        mask: jnp.ndarray | AttentionMask | None = None,
         q_positions: jnp.ndarray | None = None,
         kv_positions: jnp.ndarray | None = None,
         deterministic: bool = True,
@@ -95,9 +99,12 @@ class MultiHeadAttention(nn.Module):
         """inputs_q [batch, q_len, d_model], inputs_kv [batch, kv_len, d_model].
 
         Returns [batch, q_len, d_model]. ``inputs_kv=None`` (with ``cache="memory"``)
-        reuses the keys/values stored by an earlier call.
+        reuses the keys/values stored by an earlier call. ``mask``: a boolean array or
+        an AttentionMask (which the splash and cuDNN kernels need; see the module doc).
         """
         cfg = self.config
+        structure = mask if isinstance(mask, AttentionMask) else None
+        mask = dense_mask(mask)
         # rules=(): DenseGeneral boxes a flattened kernel/bias before reshaping it
         # (flax#3676), so under logical-axis rules the box's own constraint would get
         # more names than axes; the train state's shardings place these parameters.
@@ -138,8 +145,17 @@ class MultiHeadAttention(nn.Module):
         if self.cache == "causal":
             k, v, mask = self._append_to_cache(k, v, mask)
 
-        if cfg.attention_impl == "fused":
-            x = fused_attention(q, k, v, mask)
+        kernel, _ = attention_kernels.attention_kernel(
+            cfg.attention_impl,
+            attention_kernels.current_platform(),
+            q.dtype,
+            attention_kernels.mask_kind(structure if structure is not None else mask),
+            decode=self.cache is not None,  # decoding (and its model.init) runs xla
+            dropout=cfg.attention_dropout_rate > 0,
+            head_dim=cfg.head_dim,
+        )
+        if kernel != "xla":
+            x = attention_kernels.kernel_attention(kernel, q, k, v, structure).astype(v.dtype)
         else:
             weights = attention_weights(q, k, mask)
             self.sow("intermediates", "attention_weights", weights)

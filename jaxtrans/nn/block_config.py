@@ -13,13 +13,13 @@ import jax.numpy as jnp
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 NormPlacement = Literal["post", "pre"]
 PositionKind = Literal["sinusoidal", "learned", "rope"]
-AttentionImpl = Literal["xla", "fused"]
+AttentionImpl = Literal["auto", "xla", "splash", "cudnn"]
 
 _CHOICES = {
     "activation": ("relu", "gelu", "gelu_tanh", "silu"),
     "norm": ("post", "pre"),
     "position": ("sinusoidal", "learned", "rope"),
-    "attention_impl": ("xla", "fused"),
+    "attention_impl": ("auto", "xla", "splash", "cudnn"),
 }
 
 
@@ -56,9 +56,13 @@ class BlockConfig:
     max_len: int = 512
     # LayerNorm epsilon.
     layer_norm_epsilon: float = 1e-5
-    # Attention kernel: "xla" (einsum + softmax) or "fused" (jax.nn.dot_product_attention,
-    # cuDNN flash attention on GPU). "fused" cannot drop attention weights: it needs
-    # attention_dropout_rate = 0.
+    # Attention kernel: "xla" (einsum + softmax, every platform), "splash" (Pallas splash
+    # attention, TPU), "cudnn" (cuDNN flash attention, GPU, bfloat16/float16; packed-segment
+    # masks run xla) or "auto" (splash on TPU, cudnn on GPU where it applies, else xla). An
+    # attention a kernel cannot take (platform, dtype, mask, decoding steps, attention
+    # dropout) runs xla; the run's first log lines say which kernel each attention uses.
+    # "splash" and "cudnn" need attention_dropout_rate = 0. The old "fused" reads as "xla".
+    # The default stays xla until splash and cudnn have run on the chips themselves.
     attention_impl: AttentionImpl = "xla"
     # Recompute each layer's activations in the backward pass to save memory.
     remat: bool = False
@@ -90,6 +94,8 @@ class BlockConfig:
                 raise ValueError(
                     f"{field}={value!r}: use a floating type, e.g. float32 or bfloat16"
                 )
+        if self.attention_impl == "fused":  # old name: XLA's dot_product_attention
+            object.__setattr__(self, "attention_impl", "xla")
         for field, allowed in _CHOICES.items():
             value = getattr(self, field)
             if value not in allowed:
@@ -100,10 +106,10 @@ class BlockConfig:
             )
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"RoPE needs an even head dimension, got {self.head_dim}")
-        if self.attention_impl == "fused" and self.attention_dropout_rate > 0:
+        if self.attention_impl in ("splash", "cudnn") and self.attention_dropout_rate > 0:
             raise ValueError(
-                "attention_impl='fused' cannot drop attention weights; "
-                "set attention_dropout_rate=0 or use attention_impl='xla'"
+                f"attention_impl={self.attention_impl!r} cannot drop attention weights; "
+                "set attention_dropout_rate=0 or use attention_impl='auto' or 'xla'"
             )
 
     @property

@@ -19,6 +19,7 @@ import optax
 from jax.sharding import Mesh
 
 from jaxtrans.errors import UserError
+from jaxtrans.nn.attention_kernels import describe_attention_kernels
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training import mfu as flops
 from jaxtrans.training.budget import TimeBudget
@@ -202,6 +203,11 @@ def set_up_run(
         peak=flops.device_peak_flops(config.train.peak_flops_per_device),
     )
     say(_size_and_length(run, abstract, num_steps), is_main)
+    # Which kernel each attention runs (xla, splash, cudnn) and why one falls back.
+    say(
+        describe_attention_kernels(task.model_config, packed=config.data.get("pack", False)),
+        is_main,
+    )
     if num_steps == math.inf:
         progress.last_step = first_step  # estimated from the step time at each log
     skipped = 0 if meta is None else int(meta.get("skipped_steps", 0))

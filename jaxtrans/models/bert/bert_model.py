@@ -26,7 +26,8 @@ from jaxtrans.nn import (
     Encoder,
     LearnedPositions,
     default_positions,
-    padding_mask,
+    key_padding_attention_mask,
+    padding_attention_mask,
     sinusoidal_embedding,
 )
 from jaxtrans.nn.block_config import Activation, PositionKind
@@ -155,9 +156,9 @@ class BertModel(nn.Module):
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         if attention_mask is None:
-            mask = padding_mask(input_ids, cfg.pad_id)
+            mask = padding_attention_mask(input_ids, cfg.pad_id)
         else:
-            mask = attention_mask.astype(bool)[:, None, None, :]
+            mask = key_padding_attention_mask(attention_mask)
         if positions is None:
             positions = default_positions(batch, length)
         x = self.embed(input_ids, token_type_ids, positions, deterministic)

@@ -129,13 +129,13 @@ def test_multi_head_attention_module_gives_same_output_with_either_implementatio
     )
     variables = MultiHeadAttention(config).init(jax.random.key(0), x, x, mask)
     xla = MultiHeadAttention(config).apply(variables, x, x, mask)
-    fused = MultiHeadAttention(config.replace(attention_impl="fused")).apply(variables, x, x, mask)
-    np.testing.assert_allclose(np.asarray(fused), np.asarray(xla), atol=1e-5)
+    auto = MultiHeadAttention(config.replace(attention_impl="auto")).apply(variables, x, x, mask)
+    np.testing.assert_allclose(np.asarray(auto), np.asarray(xla), atol=1e-5)
 
 
-def test_fused_attention_refuses_attention_dropout_it_cannot_apply():
+def test_splash_attention_refuses_attention_dropout_it_cannot_apply():
     with pytest.raises(ValueError, match="attention_dropout_rate"):
-        BlockConfig(attention_impl="fused", attention_dropout_rate=0.1)
+        BlockConfig(attention_impl="splash", attention_dropout_rate=0.1)
 
 
 def test_attention_dropout_is_active_only_when_not_deterministic():
