@@ -38,11 +38,20 @@ if os.environ.get("JAXTRANS_TEST_XLA_OPTIMIZE") != "1":
 SLOW_KINDS = ("integration", "reliability")
 
 
+# pytest-xdist's two workers (pyproject's -n 2 --dist loadgroup) take whole groups: a test
+# file is one group, so its module fixtures are built once; all of reliability/ is one,
+# run in one worker in its order, as its files share one program server and reference run.
+SHARED_GROUPS = ("reliability",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items) -> None:
     for item in items:
-        kind = os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
+        path = os.path.relpath(str(item.path), TESTS)
+        kind = path.split(os.sep)[0]
         if kind in SLOW_KINDS:
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(kind if kind in SHARED_GROUPS else path))
 
 
 # ------------------------------------------------- on CI, a skipped test fails the run

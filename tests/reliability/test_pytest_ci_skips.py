@@ -46,6 +46,7 @@ def run_pytest(tmp_path, ci: str | None, *args: str) -> subprocess.CompletedProc
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "tests"), REPO])
     command = [sys.executable, "-m", "pytest", "-c", os.path.join(REPO, "pyproject.toml")]
     command += ["--rootdir", str(tmp_path), "-p", "conftest", "-p", "no:cacheprovider"]
+    command += ["-n", "0"]  # in this process: the listing is what one pytest prints
     return subprocess.run(
         [*command, *(args or ["."])],
         cwd=tmp_path,
