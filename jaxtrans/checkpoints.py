@@ -7,10 +7,13 @@ own (jaxtrans.process_json; older checkpoints had process 0's in ``meta["data"]`
 Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
 holds another model restores as ``CheckpointUnreadable``; any other error while restoring
-is a bug and is raised as it is.
+is a bug and is raised as it is. A writer keeps the newest K checkpoints and, outside that
+rotation, the one its saves name (the best dev evaluation, train.keep_best). Which
+checkpoint ``--checkpoint`` names, and its parameters: jaxtrans.checkpoint_choice.
 """
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -22,10 +25,9 @@ from types import TracebackType
 from typing import Any
 
 import jax
-import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxtrans.errors import UserError, describe
+from jaxtrans.errors import describe
 from jaxtrans.process_json import ProcessJsonRestore, ProcessJsonSave
 
 CHECKPOINT_DIR = "checkpoints"
@@ -229,12 +231,27 @@ def _restoring(step: int):
 # ----------------------------------------------------------------------------- checkpointer
 
 
+@dataclasses.dataclass
+class _KeptStep(ocp.checkpoint_managers.PreservationPolicy):
+    """An orbax preservation policy: the checkpoint of ``step`` (None: none) is kept."""
+
+    step: int | None = None
+
+    def should_preserve(self, checkpoints, *, context) -> list[bool]:
+        return [info.step == self.step for info in checkpoints]
+
+
 class Checkpointer:
-    """Save and restore training checkpoints of one workdir (async, keeps the last K)."""
+    """Save and restore training checkpoints of one workdir (async; keeps the last K, and
+    the one each save names to keep)."""
 
     def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
+        # Orbax asks the policy which checkpoints stay while save() runs, in this thread,
+        # and deletes the others once the new checkpoint is complete.
+        self.kept = _KeptStep()
+        newest = ocp.checkpoint_managers.LatestN(None if read_only else keep)
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=None if read_only else keep,
+            preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy([newest, self.kept]),
             save_interval_steps=0 if read_only else 1,
             enable_async_checkpointing=async_save,
             create=not read_only,
@@ -261,9 +278,13 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
 
-    def save(self, step: int, params, opt_state, rng, meta: dict[str, Any]) -> bool:
+    def save(
+        self, step: int, params, opt_state, rng, meta: dict[str, Any], kept: int | None = None
+    ) -> bool:
         """Start writing checkpoint ``step`` (returns at once when async); ``meta["data"]``
-        (this process's data iterator state) goes to the ``data`` item."""
+        (this process's data iterator state) goes to the ``data`` item. ``kept``: a step
+        whose checkpoint stays beyond the newest K (the best), until a save names another."""
+        self.kept.step = kept
         meta = dict(meta)
         items = {"data": ProcessJsonSave(meta.pop("data"))} if "data" in meta else {}
         args = ocp.args.Composite(
@@ -330,70 +351,3 @@ class Checkpointer:
         with _operation():
             self._write_finishes()
             self.manager.close()
-
-
-def parse_checkpoint_spec(spec: str) -> tuple[str, int]:
-    """'latest' -> ('latest', 0); '1200' -> ('step', 1200); 'avg:5' -> ('avg', 5)."""
-    spec = spec.strip()
-    if spec == "latest":
-        return "latest", 0
-    if re.fullmatch(r"\d+", spec):
-        return "step", int(spec)
-    match = re.fullmatch(r"avg:(\d+)", spec)
-    if match and int(match.group(1)) >= 1:
-        return "avg", int(match.group(1))
-    raise UserError(f"--checkpoint {spec!r} is not understood; use latest, a step number, or avg:K")
-
-
-def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple[Any, int, str]:
-    """Parameters of a workdir's checkpoint: ``latest``, a step, or ``avg:K`` (the mean of the
-    last K checkpoints, as the paper averages the last 5).
-
-    Returns (params, step, description); the step is the newest one used.
-    """
-    kind, value = parse_checkpoint_spec(spec)
-    if not os.path.isdir(checkpoint_dir(workdir)):
-        raise UserError(f"{workdir}: no checkpoints found; train first or check --workdir")
-    checkpointer = Checkpointer(workdir, read_only=True)
-    steps = checkpointer.all_steps()
-    if not steps:
-        raise UserError(f"{workdir}: no complete checkpoint found; train first or check --workdir")
-    if kind == "latest":
-        chosen = [steps[-1]]
-    elif kind == "step":
-        if value not in steps:
-            raise UserError(
-                f"{workdir}: no checkpoint at step {value}; available steps: "
-                f"{', '.join(map(str, steps))}"
-            )
-        chosen = [value]
-    else:
-        if value > len(steps):
-            raise UserError(
-                f"--checkpoint avg:{value} needs {value} checkpoints but {workdir} has "
-                f"{len(steps)}; use a smaller K"
-            )
-        chosen = steps[-value:]
-    total = None
-    try:
-        for step in chosen:
-            params = checkpointer.restore_params(step, abstract_params)
-            params = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
-            total = params if total is None else jax.tree.map(np.add, total, params)
-    except CheckpointUnreadable as error:
-        others = [s for s in steps if s != error.step]
-        raise UserError(
-            f"{workdir}: checkpoint {error.step} cannot be restored, it is damaged or from "
-            f"another model ({describe(error)}); "
-            + (
-                f"choose another with --checkpoint (steps: {', '.join(map(str, others))})"
-                if others
-                else "check --workdir"
-            )
-        ) from error
-    finally:
-        checkpointer.close()
-    dtypes = jax.tree.map(lambda a: a.dtype, abstract_params)
-    averaged = jax.tree.map(lambda x, dt: (x / len(chosen)).astype(dt), total, dtypes)
-    description = f"step {chosen[0]}" if len(chosen) == 1 else f"average of steps {chosen}"
-    return averaged, chosen[-1], description

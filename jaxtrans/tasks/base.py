@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import ml_collections
 
-from jaxtrans import checkpoints
+from jaxtrans import checkpoint_choice
 from jaxtrans.errors import UserError
 from jaxtrans.training.task import Batch, TrainingTask
 
@@ -32,9 +32,9 @@ class Restored:
 
     params: Any
     step: int
-    # "step N" or "average of steps [...]".
+    # "step N", "step N (best dev bleu 23.1)" or "average of steps [...]".
     description: str
-    # The --checkpoint it was asked for: latest, a step, or avg:K.
+    # The --checkpoint it was asked for: latest, best, a step, or avg:K.
     spec: str
 
 
@@ -43,7 +43,7 @@ def report_stem(split: str, restored: Restored, suffix: str = "") -> str:
     (so that they do not overwrite step N's own report), then ``suffix``: what else tells
     reports of one checkpoint apart, e.g. translation's decoding settings (``-beam4``), so
     that an evaluation with other settings does not overwrite them either."""
-    kind, count = checkpoints.parse_checkpoint_spec(restored.spec)
+    kind, count = checkpoint_choice.parse_checkpoint_spec(restored.spec)
     return f"{split}-step{restored.step}" + (f"-avg{count}" if kind == "avg" else "") + suffix
 
 
@@ -59,6 +59,9 @@ class Task(TrainingTask):
     plots_attention: bool = False
     # What ``export`` writes (python -m jaxtrans.export), e.g. "Hugging Face Marian"; "": none.
     export_format: str = ""
+    # The formats ``export`` writes besides that one ("huggingface"), by their --format
+    # name: what each is, e.g. {"ctranslate2": "CTranslate2"}.
+    other_export_formats: dict[str, str] = {}
 
     # The flax module built from the model config.
     model_class: type[nn.Module]
@@ -84,11 +87,14 @@ class Task(TrainingTask):
         """The task of a trained run, from its saved config and its own tokenizer."""
 
     def restore_params(self, checkpoint: str = "latest") -> Restored:
-        """Parameters of ``self.workdir``'s checkpoint ``latest``, a step, or ``avg:K``."""
+        """Parameters of ``self.workdir``'s checkpoint ``latest``, ``best``, a step, or
+        ``avg:K`` (jaxtrans.checkpoint_choice)."""
         if self.workdir is None:
             raise ValueError("restore_params needs a task made by from_workdir")
         abstract = jax.eval_shape(lambda: nn.unbox(self.init_params(jax.random.key(0))))
-        params, step, description = checkpoints.restore_params(self.workdir, abstract, checkpoint)
+        params, step, description = checkpoint_choice.restore_params(
+            self.workdir, abstract, checkpoint
+        )
         return Restored(params, step, description, checkpoint)
 
     @abc.abstractmethod
@@ -125,10 +131,13 @@ class Task(TrainingTask):
         """Draw the attention of one input to ``output_png``; returns the model's output."""
         raise NotImplementedError(f"the {self.name} task does not plot attention")
 
-    def export(self, output: Path, checkpoint: str = "latest") -> str:
-        """Write a trained run's model and tokenizer as ``export_format`` into ``output``
-        (a new or empty directory, written whole or not at all); returns what was written,
-        in words."""
+    def export(
+        self, output: Path, checkpoint: str = "latest", export_format: str = "huggingface"
+    ) -> str:
+        """Write a trained run's model and tokenizer into ``output`` (a new or empty
+        directory, written whole or not at all) in ``export_format``: "huggingface" (the
+        task's ``export_format``) or a name of ``other_export_formats``; returns what was
+        written, in words."""
         raise NotImplementedError(f"the {self.name} task does not export")
 
     def outdir(self, outdir: str | None) -> str:

@@ -30,9 +30,13 @@ class RunCheckpoints:
             "to resume from the last complete checkpoint"
         )
 
-    def save(self, step: int, state: TrainState, meta: dict[str, Any]) -> None:
+    def save(
+        self, step: int, state: TrainState, meta: dict[str, Any], best: int | None = None
+    ) -> None:
+        """Start writing checkpoint ``step``; ``best``: the step of the best checkpoint,
+        kept beyond the newest train.keep_checkpoints (None: none)."""
         try:
-            self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta)
+            self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta, kept=best)
         except Exception as error:  # orbax reports disk trouble with many exception types
             raise self._failed(error) from error
 

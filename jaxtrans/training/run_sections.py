@@ -12,6 +12,7 @@ that need the mesh, the process count or other sections are in run_settings.py.
 """
 
 import dataclasses
+import re
 
 import ml_collections
 
@@ -72,6 +73,15 @@ class TrainConfig:
     eval_every: int = 5_000
     # Checkpoints kept on disk (the newest ones).
     keep_checkpoints: int | None = 5
+    # Keep the checkpoint of the best dev evaluation by this dev metric (a key of the dev
+    # records of metrics.jsonl, e.g. bleu, chrf, loss, accuracy, f1) besides the newest
+    # keep_checkpoints, restorable as --checkpoint best; lower is better for loss, nll,
+    # perplexity and names ending in _loss, higher for the others. Each evaluation is then
+    # also a checkpoint. "" = off.
+    keep_best: str = ""
+    # Stop the run after this many dev evaluations in a row that do not improve on the
+    # best train.keep_best (a tie does not improve); 0 = never.
+    patience: int = 0
     # Write checkpoints in the background while training continues.
     async_checkpoints: bool = True
     # Label smoothing epsilon (0.1 in the paper).
@@ -113,6 +123,31 @@ class TrainConfig:
             )
         if self.on_nonfinite not in ("stop", "skip"):
             raise UserError(f"--config.train.on_nonfinite={self.on_nonfinite!r}: use stop or skip")
+        self._check_keep_best()
+
+    def _check_keep_best(self) -> None:
+        """keep_best is a metric's name that dev evaluations report; patience watches it."""
+        metric, patience = self.keep_best, self.patience
+        if not isinstance(metric, str) or not re.fullmatch(r"([A-Za-z][A-Za-z0-9_]*)?", metric):
+            raise UserError(
+                f"--config.train.keep_best={metric!r}: use a dev metric's name, e.g. bleu or "
+                "loss ('' = off)"
+            )
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
+            raise UserError(
+                f"--config.train.patience={patience!r}: use a whole number >= 0 (0 = never stop "
+                "early)"
+            )
+        if patience and not metric:
+            raise UserError(
+                f"--config.train.patience={patience} counts evaluations that do not improve "
+                "on the best: set --config.train.keep_best to the metric, e.g. bleu or loss"
+            )
+        if metric and not self.eval_every:
+            raise UserError(
+                f"--config.train.keep_best={metric} needs dev evaluations: set "
+                "--config.train.eval_every"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.nn.attention_kernels import describe_attention_kernels
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training import mfu as flops
+from jaxtrans.training.best import Best, from_meta
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.guards import NonFiniteGuard
 from jaxtrans.training.metrics import MetricsWriter, Progress, say
@@ -92,6 +93,8 @@ class RunState:
     first_window: tuple[float, int] = (0.0, 0)  # seconds (compilation included), steps
     logs_so_far: int = 0
     last_metrics: dict[str, Any] = field(default_factory=dict)
+    # The best dev evaluation by train.keep_best so far (best.py); None: keep_best is off.
+    best: Best | None = None
 
 
 def fitted_schedule(run: Run, rs: RunState) -> int | None:
@@ -211,7 +214,13 @@ def set_up_run(
     if num_steps == math.inf:
         progress.last_step = first_step  # estimated from the step time at each log
     skipped = 0 if meta is None else int(meta.get("skipped_steps", 0))
-    return run, RunState(state=state, num_steps=num_steps, step=first_step, skipped_steps=skipped)
+    rs = RunState(state=state, num_steps=num_steps, step=first_step, skipped_steps=skipped)
+    metric = config.train.get("keep_best", "")
+    if metric:  # the checkpoint's best and count, so that the rerun goes on counting
+        rs.best, note = from_meta(meta, metric)
+        if note:
+            say(note, is_main)
+    return run, rs
 
 
 def _resume(

@@ -26,7 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans import checkpoints
+from jaxtrans import checkpoint_choice, checkpoints
 from jaxtrans.data.tokenizers.bert_tokenizer import (
     MODEL_FILE,
     TOKENIZER_DIR,
@@ -134,7 +134,7 @@ class InitSource:
         model = BERT_MODELS[self.task](self.config)
         ids = jnp.ones((1, 2), jnp.int32)
         abstract = jax.eval_shape(lambda: nn.unbox(model.init(jax.random.key(0), ids))["params"])
-        params, _, _ = checkpoints.restore_params(str(self.path), abstract, "latest")
+        params, _, _ = checkpoint_choice.restore_params(str(self.path), abstract, "latest")
         return {"bert": params["bert"]}
 
 

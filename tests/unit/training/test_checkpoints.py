@@ -24,7 +24,8 @@ import orbax.checkpoint as ocp
 import pytest
 
 from jaxtrans import checkpoints
-from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, restore_params
+from jaxtrans.checkpoint_choice import restore_params
+from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable
 from jaxtrans.errors import UserError
 
 STEPS = (1, 2, 3)
