@@ -1,8 +1,10 @@
 """Inference: cached decoding, greedy and beam search, translation, BLEU and reports.
 
 decoding.py   encode once, one cached decoder step per token (greedy_decode, beam_decode)
+ensemble.py   several models decoding as one: the mean of their probabilities at each step
 search.py     greedy and beam search over any step function, in one while_loop
-translate.py  sentence lists -> hypotheses (length-sorted, bucketed static shapes)
+translate.py  sentence lists -> hypotheses (length-sorted, bucketed static shapes), forced prefixes
+nbest.py      the N best hypotheses of beam search with their scores
 bleu.py       sacreBLEU BLEU (13a, or zh for Chinese) and chrF with signatures
 report.py     translate + score a split, write {split}-step{N}.json/.hyp.txt/.md
 plots.py      cross-attention heatmaps and masks as PNG (imports matplotlib)
@@ -10,12 +12,14 @@ plots.py      cross-attention heatmaps and masks as PNG (imports matplotlib)
 
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.decoding import beam_decode, generate, greedy_decode
+from jaxtrans.inference.nbest import Hypothesis, nbest_ids, translate_nbest
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.search import beam_search, greedy_search, length_penalty
 from jaxtrans.inference.translate import translate, translate_ids
 
 __all__ = [
     "CorpusScores",
+    "Hypothesis",
     "beam_decode",
     "beam_search",
     "corpus_scores",
@@ -24,7 +28,9 @@ __all__ = [
     "greedy_decode",
     "greedy_search",
     "length_penalty",
+    "nbest_ids",
     "translate",
     "translate_and_score",
     "translate_ids",
+    "translate_nbest",
 ]

@@ -4,7 +4,13 @@
     BOS -> step -> logits -> greedy search, sampling or beam search -> next token -> step -> ...
 
 Each step runs the decoder on one token per row; its self-attention keys/values pile up
-in the "cache" collection, so a step costs the same whatever the prefix length.
+in the "cache" collection, so a step costs the same whatever the prefix length. A forced
+target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) is fed through
+the same steps: the search emits its tokens first and goes on from the cache they built.
+
+Every function here also decodes an ensemble: ``config`` a tuple of configs and
+``params`` a tuple of parameter trees, one a member (jaxtrans.inference.ensemble), whose
+mean next-token distribution chooses each token.
 """
 
 import functools
@@ -13,7 +19,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import (
+    Cache,
     PenaltyForm,
     StepFn,
     beam_search,
@@ -96,6 +104,31 @@ def _encode_and_cache_memory(config: TransformerConfig, params, source: jnp.ndar
     return cross_attention_cache(config, params, memory, source)
 
 
+def model_decoder(
+    config: TransformerConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
+) -> tuple[StepFn, Cache]:
+    """One model's search step over rows [batch * beam_size] (beam-minor, search.tile_beams)
+    and its zeroed cache, for source [batch, src_len]: encoded once, and the beams share
+    their sentence's memory (its keys/values tiled once, never gathered)."""
+    params = nn.unbox(params)
+    keys_values = tile_beams(_encode_and_cache_memory(config, params, source), beam_size)
+    rows_source = jnp.repeat(source, beam_size, axis=0)
+    step = make_step_fn(config, params, keys_values, rows_source)
+    return step, init_cache(config, rows_source.shape[0], max_len)
+
+
+def decoder(
+    config: ModelConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
+) -> tuple[StepFn, Cache]:
+    """model_decoder's (step_fn, cache) of one model, or of an ensemble (configs and params
+    tuples): the members' own, joined by ensemble.ensemble_decoder."""
+    if not is_ensemble(config):
+        return model_decoder(config, params, source, max_len, beam_size)
+    return ensemble_decoder(
+        [model_decoder(c, p, source, max_len, beam_size) for c, p in members(config, params)]
+    )
+
+
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
@@ -105,22 +138,30 @@ def greedy_decode(
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
     *,
-    config: TransformerConfig,
+    config: ModelConfig,
     max_len: int,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """Greedy translation of source [batch, src_len] (PAD after the end).
 
-    max_lengths [batch]: output tokens allowed per row, EOS included (0: a dummy row);
-    max_len: static output length. Returns tokens [batch, max_len] int32, PAD after EOS.
+    max_lengths [batch]: output tokens allowed per row, EOS and prefix included (0: a
+    dummy row); max_len: static output length; prefix [batch, prefix_len]: forced first
+    tokens, PAD after each row's end (search.greedy_search). Returns tokens
+    [batch, max_len] int32, PAD after EOS.
     """
-    params = nn.unbox(params)
-    step = make_step_fn(config, params, _encode_and_cache_memory(config, params, source), source)
-    cache = init_cache(config, source.shape[0], max_len)
+    step, cache = decoder(config, params, source, max_len)
     return greedy_search(
-        step, cache, max_lengths, max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id
+        step,
+        cache,
+        max_lengths,
+        max_len,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        prefix=prefix,
     )
 
 
@@ -134,19 +175,18 @@ def sample_decode(
     top_k: int | jnp.ndarray = 0,
     top_p: float | jnp.ndarray = 1.0,
     *,
-    config: TransformerConfig,
+    config: ModelConfig,
     max_len: int,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """Sampled translation (search.sample_search); arguments as greedy_decode, keys [batch]
     a PRNG key per row (search.row_keys). temperature, top_k and top_p are traced: one
     compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after EOS.
     """
-    params = nn.unbox(params)
-    step = make_step_fn(config, params, _encode_and_cache_memory(config, params, source), source)
-    cache = init_cache(config, source.shape[0], max_len)
+    step, cache = decoder(config, params, source, max_len)
     return sample_search(
         step,
         cache,
@@ -159,40 +199,39 @@ def sample_decode(
         bos_id=bos_id,
         eos_id=eos_id,
         pad_id=pad_id,
+        prefix=prefix,
     )
 
 
-@functools.partial(jax.jit, static_argnames=(*_STATIC, "beam_size", "penalty_form"))
+_BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs")
+
+
+@functools.partial(jax.jit, static_argnames=_BEAM_STATIC)
 def beam_decode(
     params,
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
     alpha: float | jnp.ndarray = 0.6,
     *,
-    config: TransformerConfig,
+    config: ModelConfig,
     max_len: int,
     beam_size: int = 4,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     penalty_form: PenaltyForm = "gnmt",
-) -> tuple[jnp.ndarray, jnp.ndarray]:
+    prefix: jnp.ndarray | None = None,
+    return_logprobs: bool = False,
+) -> tuple[jnp.ndarray, ...]:
     """Beam search translation; arguments as greedy_decode, alpha the length penalty's
     exponent, penalty_form its formula: "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha
-    (search.length_penalty).
+    (search.length_penalty). prefix [batch, prefix_len]: one per sentence, carried by
+    every beam, its log-probabilities counted in the scores (search.beam_search).
 
-    Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first.
+    Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
+    with return_logprobs also their summed log-probabilities [batch, beam_size].
     """
-    params = nn.unbox(params)
-    keys_values = _encode_and_cache_memory(config, params, source)
-    # Beams share their sentence's memory: tile its keys/values once, never gather them.
-    step = make_step_fn(
-        config,
-        params,
-        tile_beams(keys_values, beam_size),
-        jnp.repeat(source, beam_size, axis=0),
-    )
-    cache = init_cache(config, source.shape[0] * beam_size, max_len)
+    step, cache = decoder(config, params, source, max_len, beam_size)
     return beam_search(
         step,
         cache,
@@ -204,6 +243,8 @@ def beam_decode(
         eos_id=eos_id,
         pad_id=pad_id,
         penalty_form=penalty_form,
+        prefix=prefix,
+        return_logprobs=return_logprobs,
     )
 
 
@@ -213,7 +254,7 @@ def generate(
     max_lengths: jnp.ndarray,
     alpha: float = 0.6,
     *,
-    config: TransformerConfig,
+    config: ModelConfig,
     max_len: int,
     beam_size: int = 4,
     bos_id: int = BOS_ID,
@@ -224,18 +265,21 @@ def generate(
     temperature: float = 1.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """Best translation per row: greedy for beam_size 1, else the top beam; or, given keys
-    [batch] (a PRNG key per row), a sample (sample_decode; temperature 0: greedy).
+    [batch] (a PRNG key per row), a sample (sample_decode; temperature 0: greedy). Each
+    starts with its row of the forced ``prefix`` where given.
 
     Arguments as beam_decode; returns tokens [batch, max_len] int32, PAD after EOS.
     """
-    ids = dict(config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
-    if keys is not None and temperature > 0:
-        return sample_decode(params, source, max_lengths, keys, temperature, top_k, top_p, **ids)
-    if beam_size == 1 or keys is not None:
-        return greedy_decode(params, source, max_lengths, **ids)
-    tokens, _ = beam_decode(
-        params, source, max_lengths, alpha, beam_size=beam_size, penalty_form=penalty_form, **ids
+    common = dict(
+        config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, prefix=prefix
     )
+    if keys is not None and temperature > 0:
+        return sample_decode(params, source, max_lengths, keys, temperature, top_k, top_p, **common)
+    if beam_size == 1 or keys is not None:
+        return greedy_decode(params, source, max_lengths, **common)
+    beam = dict(beam_size=beam_size, penalty_form=penalty_form)
+    tokens, _ = beam_decode(params, source, max_lengths, alpha, **beam, **common)
     return tokens[:, 0]

@@ -3,6 +3,7 @@
 pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{stem}.json
                                                    OUTDIR/{stem}.hyp.txt
                                                    OUTDIR/{stem}.md
+                                                   OUTDIR/{stem}.nbest.jsonl (with nbest N)
 
 The stem is the caller's (evaluate.py: ``{split}-step{N}[-avgK]-{greedy|beamK...}``, see
 jaxtrans.tasks.translation.decoding_settings.decoding_name), ``{split}-step{N}`` by default.
@@ -17,8 +18,9 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
+from jaxtrans.inference.ensemble import ModelConfig
+from jaxtrans.inference.nbest import Hypothesis, nbest_json, translate_nbest
 from jaxtrans.inference.translate import TranslationTokenizer, translate
-from jaxtrans.models import TransformerConfig
 
 
 def _cell(text: str, width: int | None) -> str:
@@ -52,15 +54,30 @@ def _sentence_counts(report: dict) -> str:
     return text
 
 
+def _members_rows(report: dict) -> list[str]:
+    """An ensemble's report: one table row a member (its model and checkpoint)."""
+    return [
+        f"| member {i} | {_cell(member['path'], None)}: {member['checkpoint']} |"
+        for i, member in enumerate(report.get("members", []), 1)
+    ]
+
+
 def _markdown(report: dict, examples: str) -> str:
+    members = report.get("members")
+    split = report["split"]
+    head = (
+        f"{split}, an ensemble of {len(members)}"
+        if members
+        else f"{split} at step {report['step']}"
+    )
     return "\n".join(
         [
-            f"# {report['split']} at step {report['step']}: "
-            f"BLEU {report['bleu']:.2f}, chrF {report['chrf']:.2f}",
+            f"# {head}: BLEU {report['bleu']:.2f}, chrF {report['chrf']:.2f}",
             "",
             "| | |",
             "|---|---|",
             f"| checkpoint | {report['checkpoint']} |",
+            *_members_rows(report),
             f"| sentences | {_sentence_counts(report)} |",
             f"| beam size, alpha | {report['beam_size']}, {report['alpha']} "
             f"({report['penalty_form']} length penalty) |",
@@ -78,8 +95,36 @@ def _markdown(report: dict, examples: str) -> str:
     )
 
 
+def _translate_pairs(
+    config: ModelConfig,
+    params,
+    tokenizer: TranslationTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    nbest: int,
+    **decoding,
+) -> tuple[list[str], list[list[Hypothesis]] | None, float]:
+    """(translations, n-best lists or None, seconds) of the pairs' sources: translate()
+    with the decoding settings, or for nbest N translate_nbest (beam search's settings
+    only), whose first hypotheses are the translations."""
+    if not pairs:
+        raise UserError("there are no sentence pairs to evaluate")
+    sources = [source for source, _ in pairs]
+    start = time.perf_counter()
+    if not nbest:
+        hypotheses = translate(config, params, tokenizer, sources, **decoding)
+        return hypotheses, None, time.perf_counter() - start
+    search = {k: v for k, v in decoding.items() if k not in _SAMPLING}
+    lists = translate_nbest(config, params, tokenizer, sources, nbest, **search)
+    hypotheses = [listed[0].text if listed else "" for listed in lists]
+    return hypotheses, lists, time.perf_counter() - start
+
+
+# translate()'s sampling settings, which an n-best list (drawn from the beam) has not.
+_SAMPLING = ("sampling", "temperature", "top_k", "top_p", "seed")
+
+
 def translate_and_score(
-    config: TransformerConfig,
+    config: ModelConfig,
     params,
     tokenizer: TranslationTokenizer,
     pairs: Sequence[tuple[str, str]],
@@ -95,21 +140,20 @@ def translate_and_score(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int = 0,
+    nbest: int = 0,
 ) -> tuple[list[str], CorpusScores, float]:
     """Translate the sources of (source, reference) pairs and score them. The decoding
     settings are translate()'s (``sampling`` draws the tokens: temperature, top_k, top_p,
-    seed).
+    seed); nbest N decodes n-best lists and scores the first of each.
 
     Returns (hypotheses, scores, seconds of translation, compilation included).
     """
-    if not pairs:
-        raise UserError("there are no sentence pairs to evaluate")
-    start = time.perf_counter()
-    hypotheses = translate(
+    hypotheses, _, seconds = _translate_pairs(
         config,
         params,
         tokenizer,
-        [source for source, _ in pairs],
+        pairs,
+        nbest,
         batch_size=batch_size,
         beam_size=beam_size,
         alpha=alpha,
@@ -121,13 +165,12 @@ def translate_and_score(
         top_p=top_p,
         seed=seed,
     )
-    seconds = time.perf_counter() - start
     scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
     return hypotheses, scores, seconds
 
 
 def evaluate_translations(
-    config: TransformerConfig,
+    config: ModelConfig,
     params,
     tokenizer: TranslationTokenizer,
     pairs: Sequence[tuple[str, str]],
@@ -151,34 +194,44 @@ def evaluate_translations(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int = 0,
+    nbest: int = 0,
+    members: Sequence[dict] | None = None,
 ) -> dict:
     """Translate the sources of (source, reference) pairs, score, write the report files.
 
     The files are OUTDIR/{stem}.json, .hyp.txt and .md, stem "{split}-step{step}" unless
-    given. ``lines_skipped``: malformed lines of the split's file that were skipped
-    (``skip_malformed``) and so are not among ``pairs``. Returns the report written to the
-    .json; its keys include step, split, checkpoint, bleu, chrf, signature (BLEU's
-    sacreBLEU signature), num_sentences (the pairs scored), lines_read (num_sentences +
-    lines_skipped), lines_skipped, beam_size, alpha, penalty_form, decode_seconds (wall time of
-    translation, compilation included) and sentences_per_sec; a sampled decoding's also
-    ``sampling``: its temperature, top_k, top_p and seed. The .md and the console say the
-    lines read and skipped when any were skipped.
+    given; with nbest N also .nbest.jsonl, one n-best list a pair as nbest_json writes it
+    (the first hypotheses are the .hyp.txt, scored as without nbest). ``lines_skipped``:
+    malformed lines of the split's file that were skipped (``skip_malformed``) and so are
+    not among ``pairs``. Returns the report written to the .json; its keys include step,
+    split, checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature), num_sentences
+    (the pairs scored), lines_read (num_sentences + lines_skipped), lines_skipped,
+    beam_size, alpha, penalty_form, decode_seconds (wall time of translation, compilation
+    included) and sentences_per_sec; a sampled decoding's also
+    ``sampling``: its temperature, top_k, top_p and seed; an n-best decoding's ``nbest``
+    and ``nbest_file``; an ensemble's (config and params tuples, inference.ensemble)
+    ``members``: one {"path", "checkpoint"} a member, written to the .json and the .md
+    (its step: the newest a member used). The .md and the console say the lines read and
+    skipped when any were skipped.
     """
     sample = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
-    hypotheses, scores, seconds = translate_and_score(
+    hypotheses, lists, seconds = _translate_pairs(
         config,
         params,
         tokenizer,
         pairs,
+        nbest,
         beam_size=beam_size,
         alpha=alpha,
         batch_size=batch_size,
         max_extra_length=max_extra_length,
         penalty_form=penalty_form,
-        target_lang=target_lang,
         sampling=sampling,
         **sample,
     )
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    scores = corpus_scores(hypotheses, references, target_lang)
     path = os.path.join(outdir, stem or f"{split}-step{step}")
     report = {
         "step": int(step),
@@ -203,14 +256,19 @@ def evaluate_translations(
     }
     if sampling:
         report["sampling"] = sample
+    if lists is not None:
+        report.update(nbest=nbest, nbest_file=os.path.basename(path) + ".nbest.jsonl")
+    if members is not None:
+        report["members"] = [dict(member) for member in members]
     os.makedirs(outdir, exist_ok=True)
     with open(path + ".hyp.txt", "w", encoding="utf-8") as f:
         f.writelines(" ".join(h.splitlines()) + "\n" for h in hypotheses)
+    if lists is not None:
+        with open(path + ".nbest.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(nbest_json(s, h) + "\n" for s, h in zip(sources, lists, strict=True))
     with open(path + ".json", "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    sources = [source for source, _ in pairs]
-    references = [reference for _, reference in pairs]
     with open(path + ".md", "w", encoding="utf-8") as f:
         f.write(_markdown(report, examples_table(sources, references, hypotheses, num_examples)))
 
@@ -221,5 +279,6 @@ def evaluate_translations(
     )
     printer(scores.bleu_signature)
     printer(examples_table(sources, references, hypotheses, num_examples, width=60))
-    printer(f"report: {path}.json, {path}.md, {path}.hyp.txt")
+    listed = f", {path}.nbest.jsonl" if lists is not None else ""
+    printer(f"report: {path}.json, {path}.md, {path}.hyp.txt{listed}")
     return report

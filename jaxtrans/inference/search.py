@@ -14,6 +14,11 @@ for beam search, beam-minor (row ``b * beam_size + k``, see ``tile_beams``).
 The searches never emit PAD or BOS (neither is ever a target), stop a row at EOS or at
 its own maximum length, and return tokens [.., max_len] with PAD after the end: nothing
 follows EOS.
+
+A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) makes
+step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
+the search goes on from the cache the steps built over it. Beam search keeps every beam
+on the prefix and counts the prefix tokens' log-probabilities in the score.
 """
 
 from collections.abc import Callable
@@ -51,10 +56,26 @@ def argmax(x: jnp.ndarray) -> jnp.ndarray:
     return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
 
 
-def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id):
-    """One token a row a step: ``choose(allowed_logits [batch, vocab], i) -> [batch]``."""
+def forced_tokens(prefix: jnp.ndarray | None, max_len: int, pad_id: int) -> jnp.ndarray | None:
+    """prefix [batch, prefix_len] (PAD after each row's end) -> [batch, max_len]: the token
+    step i must emit, PAD where the search chooses; None for no prefix."""
+    if prefix is None:
+        return None
+    prefix = jnp.asarray(prefix, jnp.int32)[:, :max_len]
+    return jnp.pad(prefix, ((0, 0), (0, max_len - prefix.shape[1])), constant_values=pad_id)
+
+
+def _most_probable(logits: jnp.ndarray, step: jnp.ndarray) -> jnp.ndarray:
+    """greedy_search's choice: the first most probable token of each row."""
+    return argmax(logits)
+
+
+def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix):
+    """One token a row a step: ``choose(allowed_logits [batch, vocab], i) -> [batch]``, or
+    the prefix's token where it forces one."""
     batch = max_lengths.shape[0]
     max_lengths = jnp.minimum(max_lengths, max_len)
+    forced = forced_tokens(prefix, max_len, pad_id)
 
     def running(state):
         i, _, _, done, _ = state
@@ -64,6 +85,8 @@ def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, 
         i, tokens, last, done, cache = state
         logits, cache = step_fn(cache, last, i)
         token = choose(_allowed_logits(logits, pad_id, bos_id), i)
+        if forced is not None:
+            token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
         token = jnp.where(done, pad_id, token)
         tokens = tokens.at[:, i].set(token)
         done = done | (token == eos_id) | (i + 1 >= max_lengths)
@@ -88,14 +111,17 @@ def greedy_search(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
-    """The most probable next token at every step.
+    """The most probable next token at every step, after the forced ``prefix`` if given.
 
-    max_lengths [batch]: tokens each row may produce (EOS included); 0 marks a dummy row.
-    max_len: static length of the output buffer. Returns tokens [batch, max_len] int32.
+    max_lengths [batch]: tokens each row may produce (EOS included, the prefix too); 0
+    marks a dummy row. max_len: static length of the output buffer. prefix [batch,
+    prefix_len]: forced tokens, PAD after each row's end. Returns tokens [batch, max_len]
+    int32.
     """
     return _token_search(
-        step_fn, cache, max_lengths, max_len, lambda x, _: argmax(x), bos_id, eos_id, pad_id
+        step_fn, cache, max_lengths, max_len, _most_probable, bos_id, eos_id, pad_id, prefix
     )
 
 
@@ -144,12 +170,14 @@ def sample_search(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
+    prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
 
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
-    the same keys and inputs give the same tokens. Returns tokens [batch, max_len] int32.
+    the same keys and inputs give the same tokens. prefix: forced tokens, as for
+    greedy_search (the draws start after it). Returns tokens [batch, max_len] int32.
     """
     temperature = jnp.asarray(temperature, jnp.float32)
     greedy = temperature <= 0
@@ -160,7 +188,9 @@ def sample_search(
         drawn = jax.vmap(jax.random.categorical)(step_keys, kept).astype(jnp.int32)
         return jnp.where(greedy, argmax(logits), drawn)
 
-    return _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id)
+    return _token_search(
+        step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix
+    )
 
 
 def length_penalty(
@@ -212,10 +242,20 @@ def _extend(tokens: jnp.ndarray, beams: jnp.ndarray, new: jnp.ndarray, i: jnp.nd
     return parents.at[:, :, i].set(new)
 
 
-def _best(scores: jnp.ndarray, tokens: jnp.ndarray, k: int):
-    """The k best of scores [batch, n] and their tokens [batch, n, max_len], best first."""
+def _best(scores: jnp.ndarray, tokens: jnp.ndarray, logprobs: jnp.ndarray, k: int):
+    """The k best of scores [batch, n], best first, with their tokens [batch, n, max_len]
+    and log-probabilities [batch, n]."""
     scores, index = top_k(scores, k)
-    return scores, jnp.take_along_axis(tokens, index[:, :, None], axis=1)
+    tokens = jnp.take_along_axis(tokens, index[:, :, None], axis=1)
+    return scores, tokens, jnp.take_along_axis(logprobs, index, axis=1)
+
+
+def _only_forced(logprobs: jnp.ndarray, forced: jnp.ndarray, pad_id: int) -> jnp.ndarray:
+    """logprobs [batch, K, vocab] with every token but forced [batch] at -inf in the rows
+    that force one (forced != PAD): the beams follow the prefix, and the forced token keeps
+    its own log-probability, so the prefix counts in the score."""
+    other = jnp.arange(logprobs.shape[-1]) != forced[:, None, None]
+    return jnp.where((forced != pad_id)[:, None, None] & other, -jnp.inf, logprobs)
 
 
 def beam_search(
@@ -230,7 +270,9 @@ def beam_search(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     penalty_form: PenaltyForm = "gnmt",
-) -> tuple[jnp.ndarray, jnp.ndarray]:
+    prefix: jnp.ndarray | None = None,
+    return_logprobs: bool = False,
+) -> tuple[jnp.ndarray, ...]:
     """Beam search with the length penalty ((5 + len) / 6) ** alpha, or len ** alpha with
     ``penalty_form="hf"`` (alpha >= 0; see ``length_penalty``).
 
@@ -248,12 +290,21 @@ def beam_search(
     every row has the same max_lengths (``max_new_tokens``) and the model gives PAD
     (there: blocked by ``bad_words_ids``, but still in its log_softmax) no probability.
 
+    prefix [batch, prefix_len] (PAD after each row's end; one per sentence, not per beam):
+    tokens every beam of the row must start with. Only the forced token extends a beam
+    while the row forces one, with its own log-probability: a prefixed hypothesis scores
+    log p(prefix and continuation) / length_penalty(its whole length), as an unforced
+    search would score the same tokens. (CTranslate2's target_prefix instead leaves the
+    prefix's log-probabilities out.)
+
     Returns finished tokens [batch, beam_size, max_len] and their scores
-    [batch, beam_size], best first (-inf marks an empty slot).
+    [batch, beam_size], best first (-inf marks an empty slot); with return_logprobs also
+    their summed log-probabilities [batch, beam_size] (score * length_penalty(length)).
     """
     batch, k = max_lengths.shape[0], beam_size
     max_lengths = jnp.minimum(max_lengths, max_len)
     best_possible_penalty = length_penalty(max_lengths, alpha, penalty_form)
+    forced = forced_tokens(prefix, max_len, pad_id)
 
     def running(state):
         return (state["i"] < max_len) & ~jnp.all(state["done"])
@@ -263,7 +314,10 @@ def beam_search(
         logits, cache = step_fn(state["cache"], state["last"].reshape(-1), i)
         logprobs = jax.nn.log_softmax(_allowed_logits(logits, pad_id, bos_id))
         vocab = logprobs.shape[-1]
-        candidates = state["live_logprobs"][:, :, None] + logprobs.reshape(batch, k, vocab)
+        logprobs = logprobs.reshape(batch, k, vocab)
+        if forced is not None:
+            logprobs = _only_forced(logprobs, forced[:, i], pad_id)
+        candidates = state["live_logprobs"][:, :, None] + logprobs
         candidates = candidates.reshape(batch, k * vocab)
         at_limit = (i + 1 >= max_lengths)[:, None]
 
@@ -276,11 +330,12 @@ def beam_search(
         # at the length limit); a beam of one thus stops exactly where greedy does.
         ends = (top_tokens[:, :k] == eos_id) | at_limit
         penalty = length_penalty(i + 1, alpha, penalty_form)
-        new_scores = jnp.where(ends, top_logprobs[:, :k] / penalty, -jnp.inf)
+        new_logprobs = jnp.where(ends, top_logprobs[:, :k], -jnp.inf)
         new_tokens = _extend(live_tokens, top[:, :k] // vocab, top_tokens[:, :k], i)
-        finished_scores, finished_tokens = _best(
-            jnp.concatenate([state["finished_scores"], new_scores], axis=1),
+        finished_scores, finished_tokens, finished_logprobs = _best(
+            jnp.concatenate([state["finished_scores"], new_logprobs / penalty], axis=1),
             jnp.concatenate([state["finished_tokens"], new_tokens], axis=1),
+            jnp.concatenate([state["finished_logprobs"], new_logprobs], axis=1),
             k,
         )
 
@@ -306,6 +361,7 @@ def beam_search(
                 was_done[:, :, None], state["finished_tokens"], finished_tokens
             ),
             "finished_scores": jnp.where(was_done, state["finished_scores"], finished_scores),
+            "finished_logprobs": jnp.where(was_done, state["finished_logprobs"], finished_logprobs),
             "cache": cache,
         }
 
@@ -320,7 +376,10 @@ def beam_search(
         "last": jnp.full((batch, k), bos_id, jnp.int32),
         "finished_tokens": pads,
         "finished_scores": jnp.full((batch, k), -jnp.inf),
+        "finished_logprobs": jnp.full((batch, k), -jnp.inf),
         "cache": cache,
     }
     state = jax.lax.while_loop(running, step, state)
+    if return_logprobs:
+        return state["finished_tokens"], state["finished_scores"], state["finished_logprobs"]
     return state["finished_tokens"], state["finished_scores"]

@@ -42,6 +42,7 @@ class WordTokenizer:
     def decode_target(self, ids: list[int]) -> str:
         return " ".join(map(str, ids))
 
+    encode_target = encode_source
     decode_source = decode_target
 
 

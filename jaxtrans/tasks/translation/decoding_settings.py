@@ -1,7 +1,8 @@
 """The decoding settings of a translation run: beam size, length penalty, batch and length
 limits, taken from evaluate.py's flags, else the run config's eval section, else the
 defaults; sampling (temperature, top_k, top_p, seed: given, else SAMPLING_DEFAULTS); the
-part of a report's file name that tells settings apart; BLEU's language."""
+n-best list's length (nbest: given, else 0, none); the part of a report's file name that
+tells settings apart; BLEU's language."""
 
 from typing import Any
 
@@ -9,7 +10,9 @@ import ml_collections
 
 from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
+from jaxtrans.inference.nbest import check_nbest
 from jaxtrans.inference.translate import check_sampling
+from jaxtrans.tasks.translation.decoding_limits import check_decoding_sizes
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 
 PENALTY_FORMS = ("gnmt", "hf")
@@ -24,13 +27,19 @@ DEFAULT_DECODING = {
 }
 # Sampling settings (never in the run config): draw the tokens instead of searching.
 SAMPLING_DEFAULTS = {"sampling": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+# The hypotheses a sentence answers with (never in the run config): 0 is the translation
+# alone, N >= 1 an n-best list of the beam's N best with their scores.
+NBEST_DEFAULT = 0
 
 
 def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
     """beam_size, alpha, batch_size, max_extra_length, penalty_form: the given value (not
     None), else the run config's eval section, else DEFAULT_DECODING; then sampling,
-    temperature, top_k, top_p, seed: the given value, else SAMPLING_DEFAULTS. Sampling
-    decodes with beam size 1 (a beam size > 1 given with it is an error)."""
+    temperature, top_k, top_p, seed: the given value, else SAMPLING_DEFAULTS; then nbest,
+    else NBEST_DEFAULT. Sampling decodes with beam size 1 (a beam size > 1 given with it is
+    an error); an n-best list is drawn from the beam (beam_size >= nbest, no sampling).
+    Sizes beyond the model's limits (decoding_limits: the vocabulary, the positions,
+    memory) are a UserError."""
     evaluation = section_values(TranslationEvalConfig, run_config.get("eval"))
     settings = {}
     for name in DEFAULT_DECODING:
@@ -51,7 +60,23 @@ def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> di
                 "hypothesis; drop beam_size or sampling"
             )
         settings["beam_size"] = 1
+    check_decoding_sizes(settings, run_config, nbest=given.get("nbest"))
+    settings["nbest"] = _nbest(given.get("nbest"), settings)
     return settings
+
+
+def _nbest(given: Any, settings: dict[str, Any]) -> int:
+    """The checked nbest setting: 0 (none) unless given; then a beam of at least that
+    many, without sampling."""
+    if not given:
+        return NBEST_DEFAULT
+    if settings["sampling"]:
+        raise UserError(
+            f"nbest={given} with sampling: sampling draws one hypothesis a sentence; drop "
+            "nbest or sampling"
+        )
+    check_nbest(given, int(settings["beam_size"]))
+    return int(given)
 
 
 def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str:
@@ -59,7 +84,8 @@ def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str
     ``-alpha{A}`` (beam search only: greedy search has no length penalty) and
     ``-maxextra{N}`` where they differ from the run config's eval section (``run_defaults``,
     from ``decoding_settings(run_config)``), and the length penalty's form (``-hf``) where
-    it differs. batch_size changes no output and is not named. A sampled decoding is
+    it differs. batch_size changes no output and is not named, nor is nbest (the report
+    scores the list's first hypothesis, the beam's own). A sampled decoding is
     ``sample-t{T}-k{K}-p{P}-s{SEED}`` (e.g. ``sample-t0.7-k0-p0.9-s0``), then
     ``-maxextra{N}`` where it differs."""
     beam_size = int(settings["beam_size"])
