@@ -31,8 +31,9 @@ SECTIONS = ("model", "data", "train", "optimizer", "eval", "mesh")
 
 
 def load_run_config(workdir: str) -> ml_collections.ConfigDict:
-    """The config a workdir was trained with: a JSON object with a model and its SECTIONS
-    as objects (UserError naming the file otherwise; the fields are the task's to check)."""
+    """The config a workdir was trained with: a JSON object with a model, data and its
+    SECTIONS as objects (UserError naming the file otherwise; the fields are the task's to
+    check: jaxtrans.tasks.saved_run_config)."""
     path = config_path(workdir)
     if not os.path.exists(path):
         raise UserError(f"{workdir}: no {CONFIG_FILE}; is this a jaxtrans workdir? check --workdir")
@@ -46,8 +47,9 @@ def load_run_config(workdir: str) -> ml_collections.ConfigDict:
         raise UserError(f"{path} cannot be read ({error.strerror}); {restore}") from error
     if not isinstance(saved, dict):
         raise UserError(f"{path} holds {json_type(saved)}, not an object; {restore}")
-    if "model" not in saved:
-        raise UserError(f"{path} has no 'model' section; {restore}")
+    for section in ("model", "data"):
+        if section not in saved:
+            raise UserError(f"{path} has no {section!r} section; {restore}")
     for section in SECTIONS:
         if section in saved and not isinstance(saved[section], dict):
             found = json_type(saved[section])

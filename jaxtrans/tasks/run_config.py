@@ -7,6 +7,8 @@
                                (configs/bert_base.py; the fine-tuning configs start from it)
     complete_run_config(c)     a copy of ``c`` with the fields its run sections lack (a
                                config.json of an older version) set to their defaults
+    task_sections(task)        the dataclass or defaults of each section of a task's run
+                               config (saved_run_config.py checks a config.json by them)
 
 The sections' fields, defaults and comments live in their dataclasses: the model in
 ``jaxtrans.models.TransformerConfig``, optimizer / train / mesh in
@@ -16,6 +18,8 @@ The sections' fields, defaults and comments live in their dataclasses: the model
 """
 
 import copy
+import dataclasses
+from typing import Any
 
 import ml_collections
 
@@ -36,9 +40,6 @@ from jaxtrans.training.run_sections import (
 
 # The run sections every task has, and their dataclasses.
 RUN_SECTIONS = {"optimizer": OptimizerConfig, "train": TrainConfig, "mesh": MeshConfig}
-# The eval section of the tasks whose eval section is a dataclass (the BERT tasks each
-# keep their own few fields, written down by their configs).
-EVAL_SECTIONS = {"translation": TranslationEvalConfig}
 
 
 def translation_model_section() -> ml_collections.ConfigDict:
@@ -143,15 +144,31 @@ def bert_run_config() -> ml_collections.ConfigDict:
     return config
 
 
+def task_sections(task: str) -> dict[str, Any]:
+    """The sections of task ``task``'s run config whose fields are known: name -> dataclass,
+    or ConfigDict of defaults. The run sections every task has, and the model, data and
+    eval sections of translation or of the BERT tasks (which share theirs, each adding a
+    few fields of its own); an unknown task has the run sections only."""
+    sections: dict[str, Any] = dict(RUN_SECTIONS)
+    if task == "translation":
+        sections.update(model=TransformerConfig, data=get_data_config(), eval=TranslationEvalConfig)
+    elif task.startswith("bert_"):
+        sections.update(model=BertConfig, data=get_bert_data_config(), eval=bert_eval_section())
+    return sections
+
+
 def complete_run_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """A copy of ``config`` whose run sections hold every field of their dataclass: each
-    field a section lacks (a config.json written before the field existed) takes its
-    default; a missing section is added whole. Fields it has are left as they are."""
+    """A copy of ``config`` whose sections hold every field of their dataclass or defaults
+    (task_sections): each field a section lacks (a config.json written before the field
+    existed) takes its default; a missing section is added whole. Fields it has are left
+    as they are. Not filled: the model (its missing fields take the model dataclass's
+    defaults when it is built) and the BERT tasks' eval sections (each task writes its
+    own few fields)."""
     completed = copy.deepcopy(config)
-    sections = dict(RUN_SECTIONS)
-    evaluation = EVAL_SECTIONS.get(config.get("task", "translation"))
-    if evaluation is not None:
-        sections["eval"] = evaluation
+    sections = task_sections(config.get("task", "translation"))
+    sections.pop("model", None)
+    if not dataclasses.is_dataclass(sections.get("eval")):
+        sections.pop("eval", None)
     with completed.unlocked():
         for name, cls in sections.items():
             if not isinstance(completed.get(name), ml_collections.ConfigDict):

@@ -131,10 +131,10 @@ def train_marian_spm(lines: list[str], path: str, vocab_size: int) -> spm.Senten
     return spm.SentencePieceProcessor(model_file=path)
 
 
-def marian_vocabulary(models_and_lines, codes=(), drop=()) -> dict[str, int]:
+def marian_vocabulary(models_and_lines, codes=(), drop=(), pad_id=None) -> dict[str, int]:
     """vocab.json as Marian's vocabulary and the conversion lay it out: </s> 0, <unk> 1,
     language codes, the pieces by their frequency in the cut text (pieces in ``drop``
-    left out), then <pad>."""
+    left out), then <pad> (at ``pad_id`` if given, the pieces from there on one id up)."""
     counts = collections.Counter()
     for model, lines in models_and_lines:
         for pieces in model.encode(lines, out_type=str):
@@ -144,9 +144,8 @@ def marian_vocabulary(models_and_lines, codes=(), drop=()) -> dict[str, int]:
                 counts[model.id_to_piece(i)] += 0
     order = sorted(counts, key=lambda piece: (-counts[piece], piece))
     pieces = ["</s>", "<unk>", *codes, *(p for p in order if p not in drop)]
-    vocabulary = {piece: i for i, piece in enumerate(pieces)}
-    vocabulary["<pad>"] = len(vocabulary)
-    return vocabulary
+    pieces.insert(len(pieces) if pad_id is None else pad_id, "<pad>")
+    return {piece: i for i, piece in enumerate(pieces)}
 
 
 def write_json(path, contents) -> None:
@@ -158,13 +157,19 @@ def marian_directory(
     path, source_lines, target_lines, *, separate, codes=(), drop=(), sizes=(160, 180)
 ):
     """A Marian tokenizer directory as transformers' conversion writes it; ``sizes``: the
-    SentencePiece models' vocabulary sizes."""
+    SentencePiece models' vocabulary sizes. Separate vocabularies (of different sizes, as
+    the models' pieces fall) hold <pad> at one id, Marian's one pad_token_id: the smaller
+    one's last id, inside the larger one."""
     os.makedirs(path)
     source = train_marian_spm(source_lines, os.path.join(path, "source.spm"), sizes[0])
     target = train_marian_spm(target_lines, os.path.join(path, "target.spm"), sizes[1])
     if separate:
-        write_json(path / "vocab.json", marian_vocabulary([(source, source_lines)], drop=drop))
-        target_vocab = marian_vocabulary([(target, target_lines)], codes, drop)
+        sides = ((source, source_lines, ()), (target, target_lines, codes))
+        pad_id = min(len(marian_vocabulary([(m, lines)], c, drop)) for m, lines, c in sides) - 1
+        source_vocab, target_vocab = (
+            marian_vocabulary([(m, lines)], c, drop, pad_id) for m, lines, c in sides
+        )
+        write_json(path / "vocab.json", source_vocab)
         write_json(path / "target_vocab.json", target_vocab)
     else:
         both = [(source, source_lines), (target, target_lines)]
@@ -192,7 +197,8 @@ def marian_model_directory(
 
     path = marian_directory(path, source_lines, target_lines, separate=separate)
     with open(os.path.join(path, "vocab.json"), encoding="utf-8") as f:
-        size = len(json.load(f))
+        source_vocab = json.load(f)
+    size, pad_id = len(source_vocab), source_vocab["<pad>"]
     settings = dict(
         d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
@@ -205,7 +211,7 @@ def marian_model_directory(
             settings["decoder_vocab_size"] = len(json.load(f))
         settings["share_encoder_decoder_embeddings"] = False
     config = transformers.MarianConfig(
-        vocab_size=size, pad_token_id=size - 1, eos_token_id=0, decoder_start_token_id=size - 1,
+        vocab_size=size, pad_token_id=pad_id, eos_token_id=0, decoder_start_token_id=pad_id,
         **settings,
     )  # fmt: skip
     torch.manual_seed(seed)
@@ -213,9 +219,31 @@ def marian_model_directory(
     with torch.no_grad():
         bias = torch.randn(model.final_logits_bias.shape) * 0.5
         bias[0, 0] += eos_bias
-        bias[0, -1] = -30.0
+        bias[0, pad_id] = -30.0
         model.final_logits_bias.copy_(bias)
-    model.generation_config.bad_words_ids = [[size - 1]]
+    model.generation_config.bad_words_ids = [[pad_id]]
     model.generation_config.forced_eos_token_id = None
     model.save_pretrained(path)
     return path
+
+
+def marian_generate(path, sentences, num_beams: int = 1, max_extra: int = 10) -> list[str]:
+    """transformers' translations, one sentence at a time, as jaxtrans decodes: the length
+    limit source ids + ``max_extra``, beam search with length_penalty 1.0 run until no beam
+    can improve, EOS not forced."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.MarianTokenizer.from_pretrained(path)
+    model = transformers.MarianMTModel.from_pretrained(path).eval()
+    out = []
+    for sentence in sentences:
+        inputs = tokenizer([sentence], return_tensors="pt")
+        with torch.no_grad():
+            tokens = model.generate(
+                **inputs, num_beams=num_beams, do_sample=False, length_penalty=1.0,
+                early_stopping="never", forced_eos_token_id=None,
+                max_new_tokens=inputs["input_ids"].shape[1] + max_extra,
+            )  # fmt: skip
+        out.append(tokenizer.decode(tokens[0], skip_special_tokens=True))
+    return out

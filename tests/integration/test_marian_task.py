@@ -90,7 +90,9 @@ def test_translator_load_beam_search_equals_marian_generate(marian):
     translator = jaxtrans.Translator.load(marian)
     assert translator.settings()["penalty_form"] == "hf"  # transformers' default decoding
     got = translator.translate(SENTENCES, beam_size=4, max_extra_length=MAX_EXTRA)
-    assert got == marian_translate(marian, SENTENCES, num_beams=4)
+    expected = marian_translate(marian, SENTENCES, num_beams=4)
+    assert got == expected
+    assert "" in expected and any(len(t) > 20 for t in expected)  # both ways of ending
 
 
 def test_a_split_of_a_marian_directory_is_scored_like_a_trained_run(marian, tmp_path):
@@ -225,24 +227,65 @@ def test_the_fine_tuned_run_exports_to_a_marian_directory_transformers_translate
     )
     # And jaxtrans reads its own export back to the same parameters, but for the padding
     # row of each token table: Marian has no row of its own for padding (its pad is its
-    # decoder start), so the start row stands in for it. Padding is never predicted.
+    # decoder start), so the start row stands in for it, zero in the embedding tables (the
+    # decoder starts from a zero vector). Padding is never predicted.
     _, params = from_huggingface(str(output))
     vocab_size = ours.task.model_config.vocab_size
     for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(ours.params), strict=True):
         want = np.array(want)
         if want.shape[0] == vocab_size:  # a token table: embeddings, final_logits_bias
-            want[PAD_ID] = want[BOS_ID]
+            want[PAD_ID] = want[BOS_ID] = 0 if want.ndim == 2 else want[BOS_ID]
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_scanned_fine_tuning_run_trains_and_exports_as_the_per_layer_run(
+    marian, pair_files, tmp_path, capsys
+):
+    """model.scan_layers=True, without dropout (so that the steps are the same however the
+    layers are computed): the per-layer run's losses, and python -m jaxtrans.export writes
+    its Marian directory (to float32 rounding), which transformers translates alike."""
+    from jaxtrans.export import main
+
+    runs = {}
+    for name, scan in (("scanned", True), ("per-layer", False)):
+        runs[name] = tmp_path / name
+        flags = [*fine_tuning_flags(marian, pair_files), "--config.model.dropout_rate=0.0",
+                 "--config.train.num_steps=3", f"--config.model.scan_layers={scan}",
+                 "--workdir", str(runs[name])]  # fmt: skip
+        assert run_program("train.py", flags).returncode == 0
+        main(["export", "--workdir", str(runs[name]), "--output", str(tmp_path / f"{name}-hf")])
+    losses, expected = ([r["loss"] for r in train_records(str(runs[n]))] for n in runs)
+    assert len(losses) == 3 and len(set(losses)) == 3
+    np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=0)
+    assert "Hugging Face Marian" in capsys.readouterr().out
+    ours, theirs = tmp_path / "scanned-hf", tmp_path / "per-layer-hf"
+    exported, info = transformers.MarianMTModel.from_pretrained(ours, output_loading_info=True)
+    assert {k: v for k, v in info.items() if v} == {}  # no missing or unexpected tensors
+    expected = transformers.MarianMTModel.from_pretrained(theirs).state_dict()
+    assert exported.state_dict().keys() == expected.keys()
+    for name, tensor in exported.state_dict().items():
+        # Not the key biases: softmax ignores a constant added to every score, so their
+        # gradient is rounding noise, which Adam scales up to whole steps (0.1% here).
+        if not name.endswith("k_proj.bias"):
+            np.testing.assert_allclose(tensor.numpy(), expected[name].numpy(), atol=1e-6,
+                                       err_msg=name)  # fmt: skip
+    scanned = jaxtrans.Translator.load(str(runs["scanned"]))
+    assert scanned.task.model_config.scan_layers
+    assert scanned.translate(SENTENCES, beam_size=1, max_extra_length=MAX_EXTRA) == (
+        marian_translate(str(ours), SENTENCES)
+    )
+
+
 def test_a_run_trained_from_nothing_exports_too(tmp_path, capsys):
-    """The demo's SentencePiece run (interleaved sinusoids, Marian's LayerNorm epsilon)."""
+    """The demo's SentencePiece run (interleaved sinusoids, Marian's LayerNorm epsilon and
+    zero decoder start)."""
     from tiny_configs import TINY_TRANSLATION
 
     from jaxtrans.export import main
 
     workdir = tmp_path / "demo"
     values = {**TINY_TRANSLATION, "train.num_steps": 20, "model.layer_norm_epsilon": 1e-5,
+              "model.decoder_start_embedding": "zero",
               "train.compilation_cache_dir": os.path.join(scratch(), "xla")}  # fmt: skip
     flags = ["--config", "configs/demo.py", *(f"--config.{k}={v}" for k, v in values.items())]
     assert run_program("train.py", [*flags, "--workdir", str(workdir)]).returncode == 0

@@ -26,7 +26,10 @@ the start token one extra id after the vocabulary. For a vocabulary of V pieces
     model id    0            1         2                  V-1        V     i
 
 A literal ``<pad>`` in text with separate vocabularies is numbered by the side's own
-vocabulary (MarianTokenizer uses the source one for both sides).
+vocabulary (MarianTokenizer uses the source one for both sides): the same id in a model
+directory, whose vocabularies must hold ``<pad>`` and ``</s>`` at config.json's one
+``pad_token_id`` and ``eos_token_id`` (checked where the model is loaded,
+jaxtrans.tasks.translation.translation_init.check_token_ids).
 """
 
 import json

@@ -10,12 +10,14 @@ gives the run's ids (through the permutation of jaxtrans.data.tokenizers.marian_
   is the permutation every Marian vocabulary of V pieces gets (``</s>`` 0, ``<pad>``
   V-1, the decoder start the extra id V). So ``</s>`` is 0, the run's last two pieces
   are 1 and 2, ``<unk>`` stays 3, ``<pad>`` is V-1, and ``<s>`` (model id 2) is not in
-  the file: it is the decoder start, Marian id V.
+  the file: it is the decoder start, Marian id V. Marian has one pad id for both sides:
+  with one model per side of different sizes, ``<pad>`` is at P, the smaller vocabulary's
+  last id, in both files (the larger one's pieces P and V then take Marian ids 1 and 2).
 - Marian (copied in from a Marian directory): its files, copied back.
 
 The model's side of the export takes its token tables' rows with ``huggingface_rows``:
 Hugging Face row m (m < V) of an embedding, of ``final_logits_bias`` and of an untied
-output is the run's row ``to_model[m]``, except ``<pad>`` (V-1), Marian's decoder start,
+output is the run's row ``to_model[m]``, except ``<pad>`` (V-1 or P), Marian's decoder start,
 which takes the run's start row (BOS, 2); the run's padding row is left out. This is the
 inverse of jaxtrans.models.marian.from_huggingface, which copies ``<pad>``'s row into the start row:
 config.json says ``vocab_size`` V, ``eos_token_id`` 0 and ``pad_token_id`` =
@@ -58,11 +60,12 @@ from jaxtrans.data.translation.tokenizer import (
 from jaxtrans.errors import UserError, describe
 
 
-def marian_pieces(model: spm.SentencePieceProcessor) -> dict[str, int]:
+def marian_pieces(model: spm.SentencePieceProcessor, pad_id: int | None = None) -> dict[str, int]:
     """vocab.json for a SentencePiece model with jaxtrans's reserved ids: piece -> Marian id,
-    one fewer than the model's pieces (``<s>`` becomes the extra decoder-start id)."""
+    one fewer than the model's pieces (``<s>`` becomes the extra decoder-start id), with
+    ``<pad>`` at ``pad_id`` (None: the last id)."""
     size = model.get_piece_size() - 1
-    to_model = reserved_ids_permutation(size, size - 1, 0, None)
+    to_model = reserved_ids_permutation(size, size - 1 if pad_id is None else pad_id, 0, None)
     return {model.id_to_piece(int(to_model[m])): m for m in range(size)}
 
 
@@ -99,11 +102,14 @@ def _write_sentencepiece(
     shared = bool(metadata.get("shared"))
     source = os.path.join(directory, SHARED_MODEL if shared else SOURCE_MODEL)
     target = source if shared else os.path.join(directory, TARGET_MODEL)
+    models = {path: _read_model(path) for path in (source, target)}
+    # Marian's one pad id: the last of the smaller vocabulary (one fewer id than pieces).
+    pad_id = min(model.get_piece_size() for model in models.values()) - 2
     for model_file, spm_file, vocab_file in (
         (source, SOURCE_SPM, VOCAB_FILE),
         (target, TARGET_SPM, TARGET_VOCAB_FILE),
     ):
-        pieces = marian_pieces(_read_model(model_file))
+        pieces = marian_pieces(models[model_file], pad_id)
         shutil.copyfile(model_file, os.path.join(output, spm_file))
         if vocab_file == VOCAB_FILE or not shared:
             _write_json(os.path.join(output, vocab_file), pieces)

@@ -118,6 +118,9 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
             # An untied projection holds the bias itself (its "bias" parameter).
             final_logits_bias=tied,
             scale_embeddings=flag(hf, "scale_embedding", False),
+            # Marian starts the decoder from a zero vector (Hugging Face: the zero <pad> row
+            # of a converted model); the start row copied from <pad> is then never read.
+            decoder_start_embedding="zero",
             pad_id=PAD_ID,
         )
     except (ValueError, TypeError) as error:

@@ -6,16 +6,21 @@ inverse of ``marian_from_huggingface.py``.
     # directory: MarianMTModel.from_pretrained(directory) computes the same logits.
 
 What Marian can express: Post-LN, sinusoidal positions, relu / gelu / tanh gelu / silu,
-LayerNorm epsilon 1e-5 (Marian's is fixed), source and target vocabularies of one size
-(Marian has a single pad id). A model with the paper's interleaved sinusoids is exported
-too: permuting the d_model axis of every parameter the same way (a symmetry of the
-model) turns the interleaved table into Marian's halves exactly.
+LayerNorm epsilon 1e-5 (Marian's is fixed), a decoder that starts from a zero vector
+(``decoder_start_embedding="zero"``: Marian and CTranslate2's Marian models have no start
+row), source and target vocabularies of any sizes. A model with the paper's interleaved
+sinusoids is exported too: permuting the d_model axis of every parameter the same way (a
+symmetry of the model) turns the interleaved table into Marian's halves exactly.
 
-Token ids are Marian's as data/translation/marian_tokenizer_files.py writes them: a model of
-N ids becomes a Marian vocabulary of V = N - 1 ids with ``</s>`` 0 and ``<pad>`` V - 1,
-which is also the decoder start. Marian row m is the model's row
-``marian_to_model_ids(V, V - 1, 0)[m]``, except row V - 1, which takes the start row
-(BOS); the model's padding row (never attended to, never emitted) is left out.
+Token ids are Marian's as data/translation/marian_tokenizer_files.py writes them: a side of
+N model ids becomes a Marian vocabulary of V = N - 1 ids with ``</s>`` 0 and ``<pad>`` at
+P, which is also the decoder start. Marian has one pad id for both sides, so P is the
+last id of the smaller vocabulary (V - 1 when both have one size), inside the larger one
+(``marian_pad_id``). Marian row m is the model's row ``marian_to_model_ids(V, P, 0)[m]``,
+except row P, which takes the start row (BOS); the model's padding row (never attended
+to, never emitted) is left out. In the embedding tables row P is zero: the zero start
+that transformers reads from ``<pad>``'s row and CTranslate2's converter, dropping that
+row, builds in.
 """
 
 from typing import Any
@@ -59,34 +64,52 @@ def check_exportable(cfg: TransformerConfig) -> None:
         )
     if cfg.pad_id != PAD_ID:
         raise UserError(f"model.pad_id={cfg.pad_id}: only models with pad 0 can be exported")
-    if cfg.output_vocab_size != cfg.vocab_size:
+    for name, size in (
+        ("vocab_size", cfg.vocab_size),
+        ("target_vocab_size", cfg.output_vocab_size),
+    ):
+        if size < 4:
+            raise UserError(f"{name}={size}: too small for a Marian vocabulary")
+    if cfg.decoder_start_embedding != "zero":
         raise UserError(
-            f"target_vocab_size={cfg.output_vocab_size} differs from vocab_size="
-            f"{cfg.vocab_size}: Marian has one pad id for both vocabularies, so both "
-            "must have one size"
+            f"model.decoder_start_embedding={cfg.decoder_start_embedding!r}: Marian starts "
+            "the decoder from a zero vector, not a learned start row; train with "
+            "--config.model.decoder_start_embedding=zero, or export with --format ctranslate2"
         )
-    if cfg.vocab_size < 4:
-        raise UserError(f"vocab_size={cfg.vocab_size}: too small for a Marian vocabulary")
 
 
-def marian_rows(model_vocab_size: int) -> np.ndarray:
+def marian_pad_id(cfg: TransformerConfig) -> int:
+    """Marian's one pad id (and decoder start) for both sides: the last id of the smaller
+    vocabulary (a side of N model ids has N - 1 Marian ids)."""
+    return min(cfg.vocab_size, cfg.output_vocab_size) - 2
+
+
+def marian_rows(model_vocab_size: int, pad_id: int | None = None) -> np.ndarray:
     """int [V = model_vocab_size - 1]: the model id whose row is Marian row m of a token
-    table (see the module doc); the inverse of marian_from_huggingface.py's row mapping."""
+    table (see the module doc), ``<pad>`` at ``pad_id`` (None: V - 1); the inverse of
+    marian_from_huggingface.py's row mapping."""
     size = model_vocab_size - 1
-    rows = marian_to_model_ids(size, size - 1, 0)[:size].copy()
-    rows[size - 1] = BOS_ID  # Marian's pad is its decoder start
+    pad_id = size - 1 if pad_id is None else pad_id
+    rows = marian_to_model_ids(size, pad_id, 0)[:size].copy()
+    rows[pad_id] = BOS_ID  # Marian's pad is its decoder start
     return rows
+
+
+def token_rows(cfg: TransformerConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(source rows, target rows): ``marian_rows`` of each side, at Marian's one pad id."""
+    pad_id = marian_pad_id(cfg)
+    return marian_rows(cfg.vocab_size, pad_id), marian_rows(cfg.output_vocab_size, pad_id)
 
 
 def huggingface_config(cfg: TransformerConfig) -> dict[str, Any]:
     """The config.json of the exported MarianMTModel."""
     check_exportable(cfg)
-    size = cfg.vocab_size - 1
+    pad_id = marian_pad_id(cfg)
     return {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
-        "vocab_size": size,
-        "decoder_vocab_size": size,
+        "vocab_size": cfg.vocab_size - 1,
+        "decoder_vocab_size": cfg.output_vocab_size - 1,
         "share_encoder_decoder_embeddings": cfg.share_embeddings,
         "tie_word_embeddings": cfg.tie_output,
         "d_model": cfg.d_model,
@@ -102,12 +125,12 @@ def huggingface_config(cfg: TransformerConfig) -> dict[str, Any]:
         "activation_dropout": cfg.activation_dropout_rate,
         "max_position_embeddings": cfg.max_len,
         "scale_embedding": cfg.scale_embeddings,
-        "pad_token_id": size - 1,
-        "decoder_start_token_id": size - 1,
+        "pad_token_id": pad_id,
+        "decoder_start_token_id": pad_id,
         "eos_token_id": 0,
         "bos_token_id": None,
         # jaxtrans neither emits the start token nor forces EOS at the length limit.
-        "bad_words_ids": [[size - 1]],
+        "bad_words_ids": [[pad_id]],
         "forced_eos_token_id": None,
         "is_encoder_decoder": True,
         "dtype": "float32",
@@ -117,8 +140,8 @@ def huggingface_config(cfg: TransformerConfig) -> dict[str, Any]:
 class _Writer:
     """Writes tensors under Hugging Face names, permuting the d_model axis by ``order``."""
 
-    def __init__(self, order: np.ndarray, rows: np.ndarray):
-        self.order, self.rows, self.state = order, rows, {}
+    def __init__(self, order: np.ndarray):
+        self.order, self.state = order, {}
 
     def put(self, name: str, value: Any, model_axes: tuple[int, ...] = ()) -> None:
         array = np.asarray(value, dtype=np.float32)
@@ -126,9 +149,14 @@ class _Writer:
             array = np.take(array, self.order, axis=axis)
         self.state[name] = np.ascontiguousarray(array)
 
-    def tokens(self, name: str, table: Any) -> None:
-        """A token table [model vocab, d_model] -> [V, d_model] in Marian ids."""
-        self.put(name, np.asarray(table)[self.rows], model_axes=(1,))
+    def tokens(self, name: str, table: Any, rows: np.ndarray, zero_start: bool = False) -> None:
+        """A token table [model vocab, d_model] -> [V, d_model] in Marian ids (``rows``:
+        marian_rows of its side); with ``zero_start`` (an embedding table) the start row
+        (Marian's pad) is zero."""
+        marian = np.asarray(table)[rows]
+        if zero_start:
+            marian[rows == BOS_ID] = 0
+        self.put(name, marian, model_axes=(1,))
 
     def linear(self, name: str, params: dict, reads_model: bool, writes_model: bool) -> None:
         """kernel [in, out] -> weight [out, in]; d_model axes: in if reads_model, out (and
@@ -176,23 +204,24 @@ def to_state_dict(cfg: TransformerConfig, params: dict[str, Any]) -> dict[str, n
         order = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
     else:
         order = np.arange(d)
-    w = _Writer(order, marian_rows(cfg.vocab_size))
+    w = _Writer(order)
+    source_rows, target_rows = token_rows(cfg)
     source = params["source_embedding"]["embedding"]
     target = source if cfg.share_embeddings else params["target_embedding"]["embedding"]
     if cfg.share_embeddings:
-        w.tokens("model.shared.weight", source)
+        w.tokens("model.shared.weight", source, source_rows, zero_start=True)
     # Written even when shared: with tie_word_embeddings false, Hugging Face ties neither
     # stack's table to model.shared.
-    w.tokens("model.encoder.embed_tokens.weight", source)
-    w.tokens("model.decoder.embed_tokens.weight", target)
+    w.tokens("model.encoder.embed_tokens.weight", source, source_rows, zero_start=True)
+    w.tokens("model.decoder.embed_tokens.weight", target, target_rows, zero_start=True)
     _layers(w, "model.encoder", params["encoder"], cfg.num_encoder_layers, d)
     _layers(w, "model.decoder", params["decoder"], cfg.num_decoder_layers, d)
     if cfg.tie_output:
         bias = params.get("final_logits_bias", np.zeros((cfg.output_vocab_size,), np.float32))
     else:
         kernel, bias = params["output"]["kernel"], params["output"]["bias"]
-        w.tokens("lm_head.weight", np.asarray(kernel, np.float32).T)
-    w.put("final_logits_bias", np.asarray(bias, np.float32)[w.rows][None])
+        w.tokens("lm_head.weight", np.asarray(kernel, np.float32).T, target_rows)
+    w.put("final_logits_bias", np.asarray(bias, np.float32)[target_rows][None])
     return w.state
 
 

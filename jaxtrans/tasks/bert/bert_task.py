@@ -54,11 +54,12 @@ FINE_TUNING_FIELDS = (
 )
 
 
-def bert_config(values: dict[str, Any]) -> BertConfig:
+def bert_config(values: dict[str, Any], where: str = "config.model") -> BertConfig:
+    """The BertConfig of a model section; UserError prefixed by ``where`` (what holds it)."""
     try:
         return BertConfig.from_dict(values)
     except (ValueError, TypeError) as error:
-        raise UserError(f"config.model: {error}") from error
+        raise UserError(f"{where}: {error}") from error
 
 
 def resolve_run_config(
@@ -241,15 +242,17 @@ class BertTask(Task):
         """The saved model config and DIR/bert_tokenizer/ (init_from is not read)."""
         task = cls(
             run_config,
-            bert_config(run_config.model.to_dict()),
+            bert_config(run_config.model.to_dict(), f"{workdir}/config.json: model"),
             bert_init.load_run_tokenizer(workdir),
         )
         task.workdir = workdir
         return task
 
-    def export(self, output: Path, checkpoint: str = "latest") -> str:
+    def export(
+        self, output: Path, checkpoint: str = "latest", export_format: str = "huggingface"
+    ) -> str:
         """config.json, model.safetensors and tokenizer files that transformers loads
-        (jaxtrans.tasks.bert.bert_export)."""
+        (jaxtrans.tasks.bert.bert_export): its one format."""
         from jaxtrans.tasks.bert.bert_export import export_bert
 
         return export_bert(self, output, checkpoint)

@@ -34,8 +34,8 @@ from jaxtrans.data.translation.tokenizer import tokenizer_dir
 from jaxtrans.errors import UserError
 from jaxtrans.models.marian.marian_to_huggingface import (
     check_exportable,
-    marian_rows,
     to_huggingface,
+    token_rows,
 )
 from jaxtrans.tasks.base import Task
 from jaxtrans.tasks.export_directory import written_whole
@@ -57,12 +57,12 @@ def generation_config(task: Task, hf_config: dict) -> dict:
     """How generate() decodes by default: the run's beam size; Hugging Face's length
     penalty is len ** alpha, the run's alpha when its eval section uses that form."""
     evaluation = task.run_config.get("eval") or {}
-    size = hf_config["vocab_size"]
+    pad_id = hf_config["pad_token_id"]
     settings = {
-        "decoder_start_token_id": size - 1,
+        "decoder_start_token_id": pad_id,
         "eos_token_id": 0,
-        "pad_token_id": size - 1,
-        "bad_words_ids": [[size - 1]],
+        "pad_token_id": pad_id,
+        "bad_words_ids": [[pad_id]],
         "forced_eos_token_id": None,
         "max_length": hf_config["max_position_embeddings"],
     }
@@ -77,13 +77,12 @@ def generation_config(task: Task, hf_config: dict) -> dict:
 
 def check_rows(task: Task, tokenizer) -> None:
     """The rows the weights are written in must be the ids the tokenizer files give."""
-    expected = marian_rows(task.model_config.vocab_size)
-    for side in ("source", "target"):
+    for side, expected in zip(("source", "target"), token_rows(task.model_config), strict=True):
         rows = huggingface_rows(getattr(tokenizer, f"{side}_vocabulary"))
         if not np.array_equal(rows, expected):
             raise UserError(
                 f"the run's {side} vocabulary is not laid out as Marian's (</s> 0, <pad> "
-                "last); it cannot be exported"
+                "the last id of the smaller vocabulary, in both); it cannot be exported"
             )
 
 

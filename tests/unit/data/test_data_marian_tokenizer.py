@@ -43,7 +43,9 @@ from jaxtrans.data.translation.tokenizer import (
 )
 from jaxtrans.data.translation.tokenizer import load_tokenizer as load_workdir_tokenizer
 from jaxtrans.errors import UserError
+from jaxtrans.models import TransformerConfig
 from jaxtrans.models.marian.marian_from_huggingface import marian_to_model_ids
+from jaxtrans.models.marian.marian_to_huggingface import token_rows
 
 # MarianTokenizer asks for sacremoses, which it does not use to cut text.
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
@@ -281,19 +283,22 @@ def test_a_marian_directory_with_a_target_tokenizer_is_an_error(shared_dir, tmp_
 # The inverse: a run's SentencePiece tokenizer as Marian files.
 
 
-def sentencepiece_workdir(path, shared: bool) -> str:
+def sentencepiece_workdir(path, shared: bool, sizes=(200, 200)) -> str:
     """A workdir whose tokenizer/ jaxtrans trained (German -> Chinese), as train_tokenizer
-    lays it out."""
+    lays it out; ``sizes``: the (source, target) models' vocabulary sizes."""
     directory = os.path.join(path, "tokenizer")
     os.makedirs(directory)
-    sides = {"source.model": corpus(GERMAN), "target.model": corpus(CHINESE)}
+    sides = {
+        "source.model": (corpus(GERMAN), sizes[0]),
+        "target.model": (corpus(CHINESE), sizes[1]),
+    }
     if shared:
-        sides = {"shared.model": corpus(GERMAN) + corpus(CHINESE)}
-    for name, lines in sides.items():
+        sides = {"shared.model": (corpus(GERMAN) + corpus(CHINESE), sizes[0])}
+    for name, (lines, size) in sides.items():
         train_sentencepiece(
             lines,
             os.path.join(directory, name),
-            vocab_size=200,
+            vocab_size=size,
             model_type="unigram",
             character_coverage=1.0,
         )
@@ -330,6 +335,31 @@ def test_exported_files_give_the_runs_ids_through_marian_tokenizer(tmp_path, sha
     with open(output / "tokenizer_config.json") as f:
         config = json.load(f)
     assert (config["source_lang"], config["target_lang"]) == ("de", "zh")
+
+
+def test_separate_vocabularies_of_two_sizes_are_exported_with_one_pad_id(tmp_path):
+    """Marian's one pad id: <pad> at the smaller vocabulary's last id in both files, the
+    rows the model's export writes (token_rows); MarianTokenizer gives the run's ids."""
+    workdir = sentencepiece_workdir(tmp_path / "run", shared=False, sizes=(200, 150))
+    os.makedirs(tmp_path / "export")
+    exported = write_marian_tokenizer(tokenizer_dir(workdir), str(tmp_path / "export"), "a", "b")
+    ours = load_workdir_tokenizer(workdir)
+    sizes = (ours.source_vocab_size, ours.target_vocab_size)
+    assert sizes[0] > sizes[1]
+    sides = (exported.source_vocabulary, exported.target_vocabulary)
+    assert sides[0].pieces["<pad>"] == sides[1].pieces["<pad>"] == sizes[1] - 2
+    config = TransformerConfig(
+        vocab_size=sizes[0], target_vocab_size=sizes[1], share_embeddings=False
+    )
+    for side, rows in zip(sides, token_rows(config), strict=True):
+        np.testing.assert_array_equal(huggingface_rows(side), rows)
+    theirs = reference(str(tmp_path / "export"))
+    texts = GERMAN + CHINESE + random_text(100, seed=4)
+    for text, source, target in zip(
+        texts, theirs(texts).input_ids, theirs(text_target=texts).input_ids, strict=True
+    ):
+        assert to_model(sides[0], source) == ours.encode_source(text) + [EOS_ID]
+        assert to_model(sides[1], target) == ours.encode_target(text) + [EOS_ID]
 
 
 def test_exported_rows_load_back_to_the_runs_rows_with_the_start_row_as_padding(tmp_path):

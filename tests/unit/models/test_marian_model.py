@@ -23,7 +23,7 @@ from jaxtrans.errors import UserError  # noqa: E402
 from jaxtrans.inference.decoding import beam_decode, greedy_decode  # noqa: E402
 from jaxtrans.models import Transformer, TransformerConfig  # noqa: E402
 from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids  # noqa: E402
-from jaxtrans.models.marian.marian_to_huggingface import marian_rows, to_huggingface  # noqa: E402
+from jaxtrans.models.marian.marian_to_huggingface import to_huggingface, token_rows  # noqa: E402
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 # Marian's ids in the checkpoints built here: </s> 0, <pad> = decoder start = PAD.
@@ -200,24 +200,27 @@ def test_beam_search_with_hf_length_penalty_equals_marian_generate(marian):
 
 
 def test_export_gives_back_the_marian_checkpoint(marian):
+    """Both variants: one size, and separate sizes with <pad> at the smaller one's last id
+    (Marian's one pad id, where the export puts it)."""
     directory, model, hf = marian
-    if hf.vocab_size != hf.decoder_vocab_size:  # Marian's one pad id: one size only
-        with pytest.raises(UserError, match="target_vocab_size"):
-            to_huggingface(*from_huggingface(directory))
-        return
     hf_config, state = to_huggingface(*from_huggingface(directory))
     original = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     assert hf_config["pad_token_id"] == hf.pad_token_id
+    assert (hf_config["vocab_size"], hf_config["decoder_vocab_size"]) == (
+        hf.vocab_size,
+        hf.decoder_vocab_size,
+    )
     for name, tensor in state.items():
         np.testing.assert_array_equal(tensor, original[name], err_msg=name)
 
 
 EXPORTABLE = {
     # The paper's model as jaxtrans trains it (interleaved sinusoids), shared and tied.
-    "paper": dict(layer_norm_epsilon=1e-5),
+    "paper": dict(layer_norm_epsilon=1e-5, decoder_start_embedding="zero"),
     # Marian's own options, separate vocabularies of one size, an untied output.
     "marian_options": dict(
         layer_norm_epsilon=1e-5,
+        decoder_start_embedding="zero",
         activation="gelu_tanh",
         sinusoidal_layout="halves",
         scale_embeddings=False,
@@ -225,8 +228,17 @@ EXPORTABLE = {
         target_vocab_size=40,
         tie_output=False,
     ),
+    # Separate vocabularies of different sizes: <pad> at the target's last id, inside the
+    # source's.
+    "separate_sizes": dict(
+        layer_norm_epsilon=1e-5,
+        decoder_start_embedding="zero",
+        share_embeddings=False,
+        target_vocab_size=30,
+        tie_output=False,
+    ),
     # Layers as one scanned stack: exported per layer.
-    "scanned": dict(layer_norm_epsilon=1e-5, scan_layers=True),
+    "scanned": dict(layer_norm_epsilon=1e-5, decoder_start_embedding="zero", scan_layers=True),
 }
 
 
@@ -245,31 +257,40 @@ def test_exported_model_computes_the_same_logits_in_marian(name, tmp_path):
     rng = np.random.default_rng(3)
     source = rng.integers(3, 40, size=(2, 6))
     source[:, -1], source[1, 3], source[1, 4:] = EOS_ID, EOS_ID, PAD_ID
-    target = rng.integers(3, 40, size=(2, 5))
+    target = rng.integers(3, config.output_vocab_size, size=(2, 5))
     target[:, 0] = BOS_ID
     if config.tie_output:  # a non-zero bias, so that its export is checked
         config = dataclasses.replace(config, final_logits_bias=True)
     model = Transformer(config)
     params = nn.unbox(model.init(jax.random.key(0), source, target)["params"])
     if config.final_logits_bias:
-        params["final_logits_bias"] = jnp.asarray(rng.normal(size=40), jnp.float32)
+        params["final_logits_bias"] = jnp.asarray(
+            rng.normal(size=config.output_vocab_size), jnp.float32
+        )
     expected = np.asarray(model.apply({"params": params}, source, target))
 
     hf_config, state = to_huggingface(config, params)
     (tmp_path / "config.json").write_text(json.dumps(hf_config))
     save_file(state, str(tmp_path / "model.safetensors"))
     marian = transformers.MarianMTModel.from_pretrained(tmp_path).eval()
-    rows = marian_rows(config.vocab_size)  # model id of each Marian id
-    to_marian = np.zeros(config.vocab_size, int)
-    to_marian[rows] = np.arange(len(rows))  # Marian id of each model id but PAD (left out)
-    src = np.where(source == PAD_ID, hf_config["pad_token_id"], to_marian[source])
+    to_marian = []  # per side: the Marian id of each model id but PAD (left out)
+    for rows in token_rows(config):  # the model id of each Marian id
+        to_marian.append(np.zeros(len(rows) + 1, int))
+        to_marian[-1][rows] = np.arange(len(rows))
+    src = np.where(source == PAD_ID, hf_config["pad_token_id"], to_marian[0][source])
     with torch.no_grad():
         out = marian(
             input_ids=torch.tensor(src),
             attention_mask=torch.tensor(source != PAD_ID),
-            decoder_input_ids=torch.tensor(to_marian[target]),
+            decoder_input_ids=torch.tensor(to_marian[1][target]),
         )
-    np.testing.assert_allclose(out.logits.numpy(), expected[..., rows], atol=1e-5, rtol=0)
+    target_rows = token_rows(config)[1]
+    # But for <pad>, the decoder start: its embedding row is the zero start, so a tied
+    # output gives it its bias alone. Neither side ever emits it (bad_words_ids; BOS).
+    emitted = target_rows != BOS_ID
+    np.testing.assert_allclose(
+        out.logits.numpy()[..., emitted], expected[..., target_rows[emitted]], atol=1e-5, rtol=0
+    )
 
 
 REFUSED = [
@@ -303,7 +324,9 @@ def test_settings_that_cannot_be_converted_are_refused_naming_the_key(marian, ch
         (dict(position="rope"), "position"),
         (dict(position="learned"), "position"),
         (dict(layer_norm_epsilon=1e-6), "layer_norm_epsilon"),
-        (dict(share_embeddings=False, target_vocab_size=30), "target_vocab_size"),
+        (dict(share_embeddings=False, target_vocab_size=3), "target_vocab_size"),
+        # A learned start row: Marian and CTranslate2's converter start from zero.
+        (dict(layer_norm_epsilon=1e-5), "decoder_start_embedding"),
     ],
 )
 def test_export_refuses_what_marian_cannot_express(change, setting):

@@ -7,7 +7,7 @@ import ml_collections
 
 from jaxtrans.tasks.translation.translation_export import generation_config
 
-HF_CONFIG = {"vocab_size": 100, "max_position_embeddings": 64}
+HF_CONFIG = {"vocab_size": 100, "pad_token_id": 99, "max_position_embeddings": 64}
 
 
 def run_with_eval(**evaluation) -> types.SimpleNamespace:
