@@ -5,8 +5,9 @@ target ids -> embed * sqrt(d_model) (+ positions) -> dropout -> Decoder(memory) 
 (+ final_logits_bias when configured)
 
 The options a Hugging Face Marian (opus-mt) checkpoint needs (jaxtrans.models.marian):
-``sinusoidal_layout="halves"``, ``scale_embeddings``, ``final_logits_bias`` and
-``activation="silu"``; their defaults are the paper's model.
+``sinusoidal_layout="halves"``, ``scale_embeddings``, ``final_logits_bias``,
+``activation="silu"`` and ``decoder_start_embedding="zero"``; their defaults are the
+paper's model.
 
 Rows may hold several packed sentence pairs: pass ``*_segments`` (1, 2, ... per pair,
 0 for padding) and tokens attend only within their own pair.
@@ -36,7 +37,7 @@ from jaxtrans.nn import (
     sinusoidal_embedding,
 )
 from jaxtrans.nn.layers import dense, embedding
-from jaxtrans.vocab import PAD_ID
+from jaxtrans.vocab import BOS_ID, PAD_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,10 @@ class TransformerConfig(BlockConfig):
     # A learned bias [target vocabulary] added to the output logits (Marian's
     # final_logits_bias); needs tie_output (the untied projection has its own bias).
     final_logits_bias: bool = False
+    # What the decoder reads for its start token (BOS): "learned", BOS's own row of the
+    # target embedding table; "zero", a zero vector (plus position 0), as Marian and
+    # CTranslate2's Marian models start, which the Marian export needs (docs/pretrained.md).
+    decoder_start_embedding: Literal["learned", "zero"] = "learned"
     # Token id of padding; padded keys are never attended to.
     pad_id: int = PAD_ID
     # Incremental decoding (inference only): the decoder caches keys/values between calls.
@@ -83,6 +88,11 @@ class TransformerConfig(BlockConfig):
             raise ValueError(
                 f"sinusoidal_layout={self.sinusoidal_layout!r} needs position='sinusoidal', "
                 f"got position={self.position!r}"
+            )
+        if self.decoder_start_embedding not in ("learned", "zero"):
+            raise ValueError(
+                f"decoder_start_embedding={self.decoder_start_embedding!r} is not one of "
+                "('learned', 'zero')"
             )
         for field in ("scale_embeddings", "final_logits_bias"):
             if not isinstance(getattr(self, field), bool):
@@ -138,9 +148,14 @@ class Transformer(nn.Module):
         ids: jnp.ndarray,
         positions: jnp.ndarray,
         deterministic: bool,
+        zero_start: bool = False,
     ) -> jnp.ndarray:
+        """ids [batch, length] -> [batch, length, d_model]; ``zero_start``: BOS embeds as a
+        zero vector (decoder_start_embedding="zero"), positions are still added."""
         cfg = self.config
         x = table(ids)
+        if zero_start:
+            x = jnp.where((ids == BOS_ID)[..., None], jnp.zeros((), x.dtype), x)
         if cfg.scale_embeddings:
             x = x * jnp.asarray(math.sqrt(cfg.d_model), cfg.compute_dtype)
         if cfg.position == "sinusoidal":
@@ -204,7 +219,10 @@ class Transformer(nn.Module):
         if target_positions is None:
             target_positions = default_positions(*target.shape, target_segments)
         learned = self.target_positions if cfg.position == "learned" else None
-        y = self._embed(self.target_embedding, learned, target, target_positions, deterministic)
+        zero_start = cfg.decoder_start_embedding == "zero"
+        y = self._embed(
+            self.target_embedding, learned, target, target_positions, deterministic, zero_start
+        )
         y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
         logits = self.target_embedding.attend(y) if cfg.tie_output else self.output(y)
         logits = logits.astype(jnp.float32)

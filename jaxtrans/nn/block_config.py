@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import jax.numpy as jnp
 
+from jaxtrans.config_sections import field_types, type_mismatch
+
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 NormPlacement = Literal["post", "pre"]
 PositionKind = Literal["sinusoidal", "learned", "rope"]
@@ -129,9 +131,15 @@ class BlockConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        """Build from a plain mapping (e.g. a run config's ``model`` section)."""
+        """Build from a plain mapping (e.g. a run config's ``model`` section); ValueError
+        for an unknown field or a value of another type than the field's (``d_model="512"``),
+        before the values are used."""
         names = {field.name for field in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
             raise ValueError(f"unknown model fields {unknown}; known fields: {sorted(names)}")
+        types = field_types(cls)
+        for key, value in values.items():
+            if problem := type_mismatch(key, value, types[key]):
+                raise ValueError(problem)
         return cls(**values)

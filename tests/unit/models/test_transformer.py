@@ -184,8 +184,32 @@ def test_shared_embeddings_need_one_vocabulary():
         small_config(target_vocab_size=17)
 
 
+@pytest.mark.slow
+def test_a_zero_start_decoder_reads_a_zero_vector_for_bos_wherever_it_stands():
+    """decoder_start_embedding="zero": BOS (at a sentence's start, or a packed segment's)
+    embeds as zeros, so its row never matters; "learned" with that row zeroed is the same."""
+    config = small_config(decoder_start_embedding="zero")
+    src, tgt = jnp.array([[5, 6, 7, 1]]), jnp.array([[2, 9, 10, 2, 11]])
+    variables = init(config, src, tgt)
+    logits = jitted(config)(variables, src, tgt)
+    table = variables["params"]["source_embedding"]["embedding"]
+    moved = jax.tree.map(lambda x: x, variables)
+    moved["params"]["source_embedding"]["embedding"] = table.at[2].add(1.0)
+    np.testing.assert_array_equal(jitted(config)(moved, src, tgt)[..., 3:], logits[..., 3:])
+    zeroed = jax.tree.map(lambda x: x, variables)
+    zeroed["params"]["source_embedding"]["embedding"] = table.at[2].set(0.0)
+    learned = jitted(config.replace(decoder_start_embedding="learned"))(zeroed, src, tgt)
+    np.testing.assert_allclose(learned[..., 3:], logits[..., 3:], atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize(
-    "change", [{"norm": "sideways"}, {"position": "absolute"}, {"num_heads": 5}]
+    "change",
+    [
+        {"norm": "sideways"},
+        {"position": "absolute"},
+        {"num_heads": 5},
+        {"decoder_start_embedding": "bos"},
+    ],
 )
 def test_invalid_config_is_rejected_with_the_field_named(change):
     with pytest.raises(ValueError, match=next(iter(change)).split("_")[0]):

@@ -1,0 +1,107 @@
+"""CTranslate2's ``translate_batch`` set to search as jaxtrans does (jaxtrans.inference.search),
+so that a CTranslate2 model (``--format ctranslate2``, or a Marian export converted by
+ct2-transformers-converter) gives jaxtrans's translations token for token:
+
+    options = search_options(beam_size=4, alpha=0.6, penalty_form="hf", max_length=n + 50)
+    translator.translate_batch([pieces], **options)   # n: the source's ids, </s> included
+
+    beam_size            1 is greedy search (the most probable token), as here
+    length_penalty       alpha: CTranslate2 divides a finished hypothesis' log-probability
+                         by length ** length_penalty, jaxtrans's penalty_form "hf"; it has
+                         no ((5 + length) / 6) ** alpha ("gnmt", refused unless alpha is 0)
+    return_end_token     True: the length it divides by counts </s>, as jaxtrans counts it
+                         (translate_tokens drops the token itself)
+    max_decoding_length  the source's ids (</s> included) + max_extra_length, </s> included:
+                         jaxtrans's limit, which is one per sentence (translate_tokens
+                         translates sentences of one limit together)
+    min_decoding_length  0: a translation may end at once (CTranslate2's default is 1)
+    patience             max_length when alpha > 0: CTranslate2 then searches to the limit,
+                         while jaxtrans stops once no live hypothesis can beat its finished
+                         ones; both keep, of every step's K best candidates, those ending in
+                         </s>, so the best they return is the same. With its default 1 it
+                         stops after K finished hypotheses and may miss a later, better one
+                         (faster; docs/benchmarks.md counts how often). With alpha 0 it stops
+                         when the best candidate ends, which is exact.
+    repetition_penalty 1, no_repeat_ngram_size 0, disable_unk False, sampling_topk 1: its
+                         defaults, written out: jaxtrans has none of these
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from jaxtrans.data.reserved_pieces import EOS_PIECE
+from jaxtrans.errors import UserError
+from jaxtrans.inference.search import PENALTY_FORMS
+
+
+def search_options(
+    beam_size: int,
+    alpha: float,
+    penalty_form: str,
+    max_length: int,
+    patience: float | None = None,
+) -> dict[str, Any]:
+    """The translate_batch keyword arguments of one search (see the module doc); patience
+    None: the exact search (max_length when alpha > 0), else CTranslate2's own."""
+    if penalty_form not in PENALTY_FORMS:
+        raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
+    if penalty_form == "gnmt" and alpha and beam_size > 1:
+        raise UserError(
+            f"penalty_form='gnmt' with alpha={alpha}: CTranslate2 divides by length ** alpha "
+            "only; decode with penalty_form='hf' (eval.penalty_form=hf) or alpha=0"
+        )
+    if patience is None:
+        patience = float(max_length) if alpha else 1.0
+    return {
+        "beam_size": int(beam_size),
+        "length_penalty": float(alpha),
+        "patience": float(patience),
+        "return_end_token": True,
+        "max_decoding_length": int(max_length),
+        "min_decoding_length": 0,
+        "repetition_penalty": 1.0,
+        "no_repeat_ngram_size": 0,
+        "disable_unk": False,
+        "sampling_topk": 1,
+        "max_input_length": 0,
+    }
+
+
+def _without_end(tokens: list[str], end: str) -> list[str]:
+    return tokens[:-1] if tokens and tokens[-1] == end else tokens
+
+
+def translate_tokens(
+    translator,
+    sources: Sequence[Sequence[str]],
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    penalty_form: str = "hf",
+    max_extra_length: int = 50,
+    sources_end_with_eos: bool = False,
+    position_limit: int | None = None,
+    batch_size: int = 64,
+    patience: float | None = None,
+    end_token: str = EOS_PIECE,
+) -> list[list[str]]:
+    """Translate source token lists with a ``ctranslate2.Translator`` as jaxtrans would:
+    the best hypothesis of each, ``end_token`` dropped, in the input order.
+
+    sources_end_with_eos: False for a --format ctranslate2 model (pieces as SentencePiece
+    cuts them; the model appends </s>), True for a Marian model (MarianTokenizer's tokens,
+    </s> included). position_limit: a model whose position table ends (learned positions,
+    a Marian export's max_position_embeddings) caps every limit there."""
+    limits = [len(s) + (not sources_end_with_eos) + max_extra_length for s in sources]
+    if position_limit is not None:
+        limits = [min(limit, position_limit) for limit in limits]
+    results: list[list[str]] = [[] for _ in sources]
+    for limit in sorted(set(limits)):
+        chosen = [i for i, n in enumerate(limits) if n == limit]
+        options = search_options(beam_size, alpha, penalty_form, limit, patience)
+        for start in range(0, len(chosen), batch_size):
+            rows = chosen[start : start + batch_size]
+            batch = [list(sources[i]) for i in rows]
+            for i, result in zip(rows, translator.translate_batch(batch, **options), strict=True):
+                results[i] = _without_end(result.hypotheses[0], end_token)
+    return results
