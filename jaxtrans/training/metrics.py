@@ -150,6 +150,12 @@ def say(message: str, enabled: bool = True) -> None:
         print(message, file=sys.stdout, flush=True)
 
 
+# The training iterator's counters (``stats()``, since the start of training) that each
+# record carries as they are: the pairs read, and those dropped, cut or skipped, so that
+# a run that skips malformed lines (data.skip_malformed) says how many in metrics.jsonl.
+DATA_COUNTS = ("pairs_read", "pairs_dropped_too_long", "pairs_truncated", "pairs_malformed")
+
+
 def log_window(
     pending: list[dict[str, jax.Array]],
     seconds: float,
@@ -158,7 +164,8 @@ def log_window(
     peak: float | None,
     data_stats: dict[str, float],
 ) -> dict[str, Any]:
-    """Means over the steps since the last log; throughput over the window's wall time."""
+    """Means over the steps since the last log; throughput over the window's wall time;
+    the data iterator's padding, epoch and DATA_COUNTS (``data_stats``, where it has them)."""
     fetched = [m for m in jax.device_get(pending) if not m["nonfinite"]] or jax.device_get(pending)
     record = {
         key: float(np.mean([m[key] for m in fetched]))
@@ -179,6 +186,7 @@ def log_window(
         record["padding_fraction"] = data_stats["mean_padding_fraction"]
     if data_stats.get("epoch") is not None:
         record["epoch"] = data_stats["epoch"]
-    if "pairs_dropped_too_long" in data_stats:
-        record["pairs_dropped_too_long"] = data_stats["pairs_dropped_too_long"]
+    for key in DATA_COUNTS:
+        if key in data_stats:
+            record[key] = data_stats[key]
     return record

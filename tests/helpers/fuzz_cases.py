@@ -15,7 +15,6 @@ from fuzz_mutations import (
     BERT_VOCAB,
     FILE_MUTATIONS,
     HF_FILES,
-    INCLUDE_KNOWN_BUGS,
     INDEX_SHARDS,
     LINE_MUTATIONS,
     VOCAB_MUTATIONS,
@@ -60,13 +59,6 @@ class FuzzCase:
     @property
     def id(self) -> str:
         return f"{self.number:03d}-{self.kind}-{self.mutation}"
-
-
-def known(*names: str) -> list[str]:
-    """``names`` without the known bugs', unless JAXTRANS_FUZZ_KNOWN_BUGS=1."""
-    from fuzz_mutations import KNOWN_BUGS
-
-    return [n for n in names if INCLUDE_KNOWN_BUGS or n not in KNOWN_BUGS]
 
 
 # ------------------------------------------------------------------------- train.py
@@ -154,9 +146,9 @@ def train_flags(d: Draw, number: int) -> dict:
                 inputs=(("junk.flags", junk),), names=(name,))  # fmt: skip
 
 
-# Well-typed but impossible values: (key, value, known-bug name or ""). A resumed run must
-# refuse them before it trains (or has nothing to train); a fresh run (one step on the
-# reference's tokenizer) gets those that change no compiled shape.
+# Well-typed but impossible values: (key, value, the mutation's name or "" for key=value). A
+# resumed run must refuse them before it trains (or has nothing to train); a fresh run (one
+# step on the reference's tokenizer) gets those that change no compiled shape.
 RESUMED_VALUES = [
     ("model.num_heads", 0, "model_num_heads_0"), ("model.num_heads", -2, ""),
     ("model.num_heads", 3, ""), ("model.d_model", 0, ""), ("model.d_model", -32, ""),
@@ -193,8 +185,8 @@ def train_values(d: Draw, number: int) -> dict:
     """A well-typed but impossible value for one field."""
     fresh = d.rng.random() < 0.5
     table = FRESH_VALUES if fresh else RESUMED_VALUES
-    key, value, bug = d.choice([c for c in table if not c[2] or known(c[2])])
-    return dict(mutation=bug or f"{key}={value}", base="tiny" if fresh else "resume",
+    key, value, name = d.choice(table)
+    return dict(mutation=name or f"{key}={value}", base="tiny" if fresh else "resume",
                 workdir="tokenizer" if fresh else "trained", flags=(f"--config.{key}={value}",),
                 names=(key.rpartition(".")[2], "--config"))  # fmt: skip
 
@@ -252,19 +244,20 @@ EVALUATE_FLAGS = {  # mutation: (alternative flags, what the error names)
     "workdir_a_file": ([("--workdir={inputs}/two.txt",)], ("--workdir",)),
     "workdir_empty": ([("--workdir=",)], ("--workdir",)),
     "unknown_flag": ([("--nope=1",), ("--config.x=1",), ("--beam=2",), ("-s",)], ("flag",)),
-    "eval_huge_sizes": ([(f"--{s}={10**9}", SMALL) for s in SIZES], SIZES),
+    "eval_huge_sizes": ([(f"--{s}={10**9}", SMALL) for s in (*SIZES, "nbest")]
+                        + [("--beam_size=100000", SMALL)], (*SIZES, "nbest")),
 }  # fmt: skip
 
 
 def evaluate_flags(d: Draw, number: int) -> dict:
     """A mistyped, impossible or clashing flag (on the reference run)."""
-    mutation = d.choice(known(*sorted(EVALUATE_FLAGS)))
+    mutation = d.choice(sorted(EVALUATE_FLAGS))
     alternatives, names = EVALUATE_FLAGS[mutation]
     inputs = (("two.txt", b"a cat sees a dog\nthe dog runs\n"),)
     return dict(mutation=mutation, flags=d.choice(alternatives), inputs=inputs, names=names)
 
 
-# Mutations of --input text whose result is never UTF-8 (known bug input_not_utf8).
+# Mutations of --input text whose result is never UTF-8.
 NOT_UTF8 = ["garbled", "junk_inserted", "invalid_utf8", "binary_line", "binary_file", "utf16",
             "utf32", "latin1"]  # fmt: skip
 INPUT_MUTATIONS = [*NOT_UTF8, "truncated", "nul_inserted", "controls_inserted", "empty", "blank",
@@ -273,10 +266,10 @@ INPUT_MUTATIONS = [*NOT_UTF8, "truncated", "nul_inserted", "controls_inserted", 
 
 
 def evaluate_input(d: Draw, number: int) -> dict:
-    """--input FILE: a file of sentences damaged like the data files. A result that is not
-    UTF-8 (a cut or an insertion can split a character too) is the known bug
-    input_not_utf8: without JAXTRANS_FUZZ_KNOWN_BUGS=1 its bad bytes become U+FFFD."""
-    mutation = d.choice([m for m in INPUT_MUTATIONS if INCLUDE_KNOWN_BUGS or m not in NOT_UTF8])
+    """--input FILE: a file of sentences damaged like the data files, its bytes as they
+    are. A result that is not UTF-8 (a cut or an insertion can split a character too) is
+    named input_not_utf8:MUTATION; evaluate.py refuses it naming the file and line."""
+    mutation = d.choice(INPUT_MUTATIONS)
     lines = [(sentence(d) + "\n").encode() for _ in range(d.rng.randint(1, 4))]
     if mutation in FILE_MUTATIONS:
         content, _ = FILE_MUTATIONS[mutation](d, lines, "tsv")
@@ -284,10 +277,8 @@ def evaluate_input(d: Draw, number: int) -> dict:
         at = d.rng.randrange(len(lines))
         lines[at] = LINE_MUTATIONS[mutation](d, lines[at], "tsv").replace(b"\t", b" ")
         content = b"".join(lines)
-    text = content.decode("utf-8", "replace")
-    if text.encode() != content:
+    if content.decode("utf-8", "replace").encode() != content:
         mutation = f"input_not_utf8:{mutation}"
-        content = content if INCLUDE_KNOWN_BUGS else text.encode()
     return dict(mutation=mutation, flags=("--input={inputs}/input.txt",),
                 inputs=(("input.txt", content),), names=("input.txt", "--input"))  # fmt: skip
 
@@ -309,8 +300,7 @@ def evaluate_workdir(d: Draw, number: int) -> dict:
         return dict(mutation=f"data.test:{mutation}", inputs=((name, content),),
                     damage=(("config.json", f"data.test={name}"),),
                     names=(name, "--config.data"))  # fmt: skip
-    leaves = target != "config.json" or INCLUDE_KNOWN_BUGS  # config_json_leaf_type
-    mutation = "a_file" if target == "eval" else damage_of(d, target, leaves)
+    mutation = "a_file" if target == "eval" else damage_of(d, target)
     names = names_of(target) + (("--outdir",) if target == "eval" else ())
     return dict(mutation=f"{target}:{mutation}", damage=((target, mutation),), names=names)
 
@@ -348,8 +338,8 @@ def bert_init(d: Draw, number: int) -> dict:
     rows = [f"{d.choice(['pos', 'neg'])}\t{sentence(d, BERT_VOCAB[5:])}\n" for _ in range(8)]
     data = "".join(rows).encode()
     if target == "train.tsv":
-        mutation = d.choice(known("truncated", "tab_removed", "empty", "nul_inserted",
-                                  "classification_not_utf8"))  # fmt: skip
+        mutation = d.choice(["truncated", "tab_removed", "empty", "nul_inserted",
+                             "classification_not_utf8"])  # fmt: skip
         lines = data.splitlines(keepends=True)
         at = d.rng.randrange(len(lines))
         line_mutation = "invalid_utf8" if mutation == "classification_not_utf8" else mutation
@@ -372,7 +362,7 @@ def bert_workdir(d: Draw, number: int) -> dict:
     if target.endswith("vocab.txt"):
         mutation = "vocab:" + d.choice(sorted(VOCAB_MUTATIONS))
     else:
-        mutation = damage_of(d, target, target != "config.json" or INCLUDE_KNOWN_BUGS)
+        mutation = damage_of(d, target)
     return dict(mutation=f"{target}:{mutation}", damage=((target, mutation),),
                 names=(*names_of(target), "checkpoint"))  # fmt: skip
 

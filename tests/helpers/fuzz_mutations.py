@@ -2,26 +2,12 @@
 files of training data and --input text, JSON files (config.json, tokenizer.json,
 tokenizer_config.json), SentencePiece models, WordPiece vocabularies. tests/helpers/fuzz_cases.py
 makes the fuzz cases of tests/reliability/test_reliability_fuzz.py from them.
-
-Mutations that hit a bug outside the files the fuzz's fixes may touch are in
-``KNOWN_BUGS``; they are drawn only when JAXTRANS_FUZZ_KNOWN_BUGS=1 (docs/reliability.md
-lists them).
 """
 
 import gzip
 import json
-import os
 import random
 from collections.abc import Callable
-
-# Mutations that end in a traceback or a hang because of a bug in a file this fuzz does
-# not own: mutation name -> where the bug is.
-KNOWN_BUGS = {
-    "eval_huge_sizes": "inference/translate: beam_size 1e5 or max_extra_length 1e9 hang or OOM",
-    "config_json_leaf_type": "tasks: a wrong or missing field of config.json is used (traceback)",
-    "training_malformed_not_logged": "training/metrics.log_window drops pairs_malformed",
-}
-INCLUDE_KNOWN_BUGS = os.environ.get("JAXTRANS_FUZZ_KNOWN_BUGS") == "1"
 
 
 class Draw:
@@ -34,9 +20,8 @@ class Draw:
         return self.rng.choice(options)
 
     def mutation(self, table: dict[str, Callable]) -> str:
-        """A name of ``table``, not one of a known bug (unless JAXTRANS_FUZZ_KNOWN_BUGS=1)."""
-        names = [n for n in table if INCLUDE_KNOWN_BUGS or n not in KNOWN_BUGS]
-        return self.rng.choice(names)
+        """A name of ``table``."""
+        return self.rng.choice(list(table))
 
     def junk(self, size: int) -> bytes:
         return bytes(self.rng.randrange(256) for _ in range(size))
@@ -211,10 +196,6 @@ def json_mutations(d: Draw, text: bytes) -> dict[str, Callable[[], bytes | None]
     }
 
 
-# Wrong or missing fields of a workdir's config.json reach code that trusts them when it is
-# evaluated (known bug config_json_leaf_type).
-LEAF_MUTATIONS = ("leaf_null", "leaf_a_string", "leaf_an_array", "leaf_negative", "leaf_removed",
-                  "section_removed")  # fmt: skip
 OTHER_DAMAGE = {
     "model": {"emptied": b"", "junk": None, "text": b"not a sentencepiece model"},
     "directory": {"removed": None, "a_file": b"not a directory"},
@@ -243,12 +224,13 @@ def damaged(text: bytes, mutation: str, seed: str) -> bytes | None:
 DIRECTORIES = ("tokenizer", "bert_tokenizer", "eval", "checkpoints")
 
 
-def damage_of(d: Draw, target: str, leaves: bool = True) -> str:
-    """A mutation name for the file or directory ``target`` of a workdir (of a JSON file's
-    fields too, with ``leaves``)."""
+def damage_of(d: Draw, target: str) -> str:
+    """A mutation name for the file or directory ``target`` of a workdir (of a JSON file:
+    of the whole file or of one field; a workdir's config.json with a field of the wrong
+    type or missing is refused when the workdir is loaded,
+    jaxtrans.tasks.saved_run_config.check_saved_run_config)."""
     if target.endswith(".json"):
-        names = [n for n in json_mutations(d, b"{}") if leaves or n not in LEAF_MUTATIONS]
-        return d.choice(names)
+        return d.choice(list(json_mutations(d, b"{}")))
     kind = {"shared.model": "model", "spm.model": "model", "metrics.jsonl": "metrics"}
     if target in DIRECTORIES:
         return d.choice(sorted(OTHER_DAMAGE["directory"]))

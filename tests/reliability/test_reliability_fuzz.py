@@ -9,7 +9,6 @@ case refused with status 2 changes no file of the workdir at all.
     pytest tests/reliability/test_reliability_fuzz.py           # the first 18 cases of seed 0
     JAXTRANS_FUZZ_COUNT=300 pytest tests/reliability/test_reliability_fuzz.py
     JAXTRANS_FUZZ_SEED=7 ...             # other cases
-    JAXTRANS_FUZZ_KNOWN_BUGS=1 ...       # also the known bugs (fuzz_mutations.KNOWN_BUGS)
     JAXTRANS_FUZZ_REPORT=fuzz.jsonl ...  # one record per case: outcome, status, seconds, error
 
 The cases come from tests/helpers/fuzz_cases.py (case i is the same for any count); the programs
@@ -27,7 +26,7 @@ import time
 
 import pytest
 from fuzz_cases import FuzzCase, make_cases
-from fuzz_mutations import HF_FILES, INCLUDE_KNOWN_BUGS, damaged
+from fuzz_mutations import HF_FILES, damaged
 from paths import REPO
 from reliability_runs import (
     changed_files,
@@ -188,8 +187,7 @@ def uncounted(case: FuzzCase, workdir: str, inputs: str) -> str:
     """A problem if a run that read every line once did not count the malformed ones."""
     records = train_records(workdir)
     if records and not any("pairs_malformed" in r for r in records):
-        # Known bug training_malformed_not_logged: the pipeline counts, the log drops it.
-        return "metrics.jsonl counts no pairs_malformed" if INCLUDE_KNOWN_BUGS else ""
+        return "metrics.jsonl counts no pairs_malformed"
     counts = [line_counts(os.path.join(inputs, name)) for name, _ in case.inputs]
     lines, malformed = sum(c[0] for c in counts), sum(c[1] for c in counts)
     read = max((r.get("pairs_read", 0) for r in records), default=0)
@@ -243,3 +241,18 @@ def test_fuzz_bad_input_ends_with_status_0_or_a_one_line_error_and_keeps_checkpo
          "problems": problems, "stderr": last}
     )  # fmt: skip
     assert not problems, f"{case.id}: {'; '.join(problems)}\n{stderr[-3000:]}"
+
+
+def test_the_cases_send_input_files_as_drawn_and_draw_every_mutation_kind():
+    """The first 300 cases of seed 0 (any count starts with them): a damaged --input file
+    goes to evaluate.py with its bytes as drawn (not UTF-8 where its mutation says so), and
+    absurd decoding sizes and counted malformed training lines are among them."""
+    cases = make_cases(0, 300)
+    not_utf8 = [c for c in cases if c.mutation.startswith("input_not_utf8:")]
+    assert len(not_utf8) > 10
+    for case in not_utf8:
+        ((_, content),) = case.inputs
+        with pytest.raises(UnicodeDecodeError):
+            content.decode("utf-8")
+    assert any(c.mutation == "eval_huge_sizes" for c in cases)
+    assert any(c.counted for c in cases)

@@ -28,7 +28,7 @@ from jaxtrans.data.tokenizers.pretrained_tokenizer import (
 )
 from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.translation.sources import source_kind, training_pairs
-from jaxtrans.errors import UserError, describe
+from jaxtrans.errors import UserError, describe, json_type
 from jaxtrans.workdir import new_directory
 
 TOKENIZER_DIR = "tokenizer"
@@ -62,6 +62,10 @@ class Tokenizer:
     @property
     def target_vocab_size(self) -> int:
         return self._target.get_piece_size()
+
+    def sentencepiece_model(self, side: str) -> spm.SentencePieceProcessor:
+        """The SentencePiece model of ``side`` ("source" or "target"), for an export."""
+        return {"source": self._source, "target": self._target}[side]
 
     def encode_source(self, text: str) -> list[int]:
         """Source text -> piece ids, without EOS."""
@@ -128,6 +132,8 @@ def load_tokenizer(workdir: str) -> "Tokenizer | PretrainedTokenizer":
     try:
         with open(metadata_path, encoding="utf-8") as f:
             metadata = json.load(f)
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{METADATA_FILE} holds {json_type(metadata)}, not an object")
         if metadata.get("kind") == "huggingface":
             return load_pretrained(directory, shared=metadata["shared"])
         if metadata.get("kind") == "marian":

@@ -124,6 +124,14 @@ def test_workdir_without_tokenizer_is_a_user_error(tmp_path):
         load_tokenizer(str(tmp_path))
 
 
+@pytest.mark.parametrize("content, held", [("[]", "an array"), ("null", "null"), ("3", "a number")])
+def test_a_tokenizer_json_that_is_not_an_object_is_a_user_error(tmp_path, content, held):
+    (tmp_path / "tokenizer").mkdir()
+    (tmp_path / "tokenizer" / "tokenizer.json").write_text(content)
+    with pytest.raises(UserError, match=f"tokenizer.json holds {held}, not an object"):
+        load_tokenizer(str(tmp_path))
+
+
 def test_training_sample_is_bounded_by_spm_max_sentences(tmp_path):
     data = small_demo_config(spm_max_sentences=400)
     load_or_train_tokenizer(data, str(tmp_path))
