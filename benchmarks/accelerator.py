@@ -35,6 +35,10 @@ ROWS = {
         "attention_impl": "auto",
         "attention_dropout_rate": 0.0,
     },
+    "cuDNN attention (attention_impl=cudnn), attention dropout 0": {
+        "attention_impl": "cudnn",
+        "attention_dropout_rate": 0.0,
+    },
     "XLA attention, dropout 0.1, remat": {"remat": True},
     "XLA attention, dropout 0.1, scanned layers": {"scan_layers": True},
     "XLA attention, dropout 0.1, scanned layers, remat": {"scan_layers": True, "remat": True},

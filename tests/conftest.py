@@ -34,6 +34,12 @@ if os.environ.get("JAXTRANS_TEST_XLA_OPTIMIZE") != "1":
 
     os.environ["XLA_FLAGS"] = xla_flags()
 
+# The suite runs on the CPU. With libtpu installed (the tpu-compile extra, for the
+# compile-only TPU tests) JAX would also try to start a TPU backend in every process, and
+# libtpu would print its warnings about the TPU host it cannot find; the programs the
+# tests start inherit this too.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 # The kinds of test whose every test is slow: they start programs or train.
 SLOW_KINDS = ("integration", "reliability")
 

@@ -15,8 +15,15 @@ jaxtrans batches are made) and ``is_causal``. A query with no key to attend to g
 zeros, as in the xla kernel.
 """
 
+import contextlib
+import contextvars
+import math
+from collections.abc import Iterator
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from jaxtrans.nn.masks import AttentionMask
 
@@ -40,8 +47,31 @@ SPLASH_ALIGN = 128
 _Q_PAD_ID, _KV_PAD_ID = -1, -2
 
 
+# The platform attention is traced for while a program is compiled ahead of time for
+# devices that are not the default backend's (target_platform); None: the default's.
+_TARGET_PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "attention_target_platform", default=None
+)
+
+
+@contextlib.contextmanager
+def target_platform(platform: str) -> Iterator[None]:
+    """Trace attention for ``platform`` ("tpu", "gpu", ...) inside the block: the kernel
+    choice and splash's interpret mode follow it, not the default backend (a TPU program
+    compiled on a machine without one, python -m jaxtrans.compile)."""
+    token = _TARGET_PLATFORM.set(platform)
+    try:
+        yield
+    finally:
+        _TARGET_PLATFORM.reset(token)
+
+
 def current_platform() -> str:
-    """ "cpu", "gpu" (CUDA), "rocm" or "tpu": the default backend's platform."""
+    """ "cpu", "gpu" (CUDA), "rocm" or "tpu": the platform attention is traced for, the
+    default backend's unless target_platform says otherwise."""
+    target = _TARGET_PLATFORM.get()
+    if target is not None:
+        return target
     platform = jax.default_backend()
     if platform == "gpu":
         try:
@@ -111,14 +141,14 @@ def attention_kernel(
     return "cudnn", None
 
 
-def describe_attention_kernels(
+def model_attention_kernels(
     config, platform: str | None = None, dtype=None, packed: bool = False
-) -> str:
-    """One line: the kernel of each attention of a model, e.g. for the run's first log.
+) -> dict[str, tuple[str, str | None]]:
+    """(kernel, why it fell back) of each attention of a model: "encoder self" (or the
+    encoder of a BERT), and for a TransformerConfig "decoder self" and "cross".
 
-    ``config``: a BlockConfig (a TransformerConfig has a decoder: decoder self-attention
-    and cross-attention are described too). ``packed``: batches pack several sequences
-    per row (segment masks). Platform and dtype default to the backend and compute dtype.
+    ``config``: a BlockConfig. ``packed``: batches pack several sequences per row (segment
+    masks). Platform and dtype default to current_platform() and the compute dtype.
     """
     platform = current_platform() if platform is None else platform
     dtype = jnp.dtype(config.compute_dtype if dtype is None else dtype)
@@ -126,9 +156,8 @@ def describe_attention_kernels(
     if hasattr(config, "num_decoder_layers"):
         attentions["decoder self"] = "causal+segments" if packed else "padding+causal"
         attentions["cross"] = "cross_segments" if packed else "padding"
-    parts = []
-    for name, kind in attentions.items():
-        kernel, reason = attention_kernel(
+    return {
+        name: attention_kernel(
             config.attention_impl,
             platform,
             dtype,
@@ -136,8 +165,23 @@ def describe_attention_kernels(
             dropout=config.attention_dropout_rate > 0,
             head_dim=config.head_dim,
         )
-        parts.append(f"{name} {kernel}" + (f" ({reason})" if reason else ""))
-    if "decoder self" in attentions:
+        for name, kind in attentions.items()
+    }
+
+
+def describe_attention_kernels(
+    config, platform: str | None = None, dtype=None, packed: bool = False
+) -> str:
+    """One line: the kernel of each attention of a model (model_attention_kernels), e.g.
+    for the run's first log."""
+    platform = current_platform() if platform is None else platform
+    dtype = jnp.dtype(config.compute_dtype if dtype is None else dtype)
+    kernels = model_attention_kernels(config, platform, dtype, packed)
+    parts = [
+        f"{name} {kernel}" + (f" ({reason})" if reason else "")
+        for name, (kernel, reason) in kernels.items()
+    ]
+    if "decoder self" in kernels:
         parts.append("decoding steps xla")
     head = f"attention kernels (attention_impl={config.attention_impl}, {platform}, {dtype.name})"
     return f"{head}: " + ", ".join(parts)
@@ -219,8 +263,8 @@ def splash_attention(
     """
     from jax.experimental.pallas.ops.tpu.splash_attention import SegmentIds
 
-    if interpret is None:
-        interpret = jax.default_backend() != "tpu"
+    if interpret is None:  # the backend the program is compiled for
+        interpret = (_TARGET_PLATFORM.get() or jax.default_backend()) != "tpu"
     batch, q_len, heads, head_dim = q.shape
     kv_len = k.shape[2]
     if mask.causal and q_len != kv_len:
@@ -233,13 +277,44 @@ def splash_attention(
     v = jnp.pad(v, ((0, 0), (0, 0), (0, kv_pad), (0, 0)))
     q_ids = jnp.pad(q_ids, ((0, 0), (0, q_pad)), constant_values=_Q_PAD_ID)
     kv_ids = jnp.pad(kv_ids, ((0, 0), (0, kv_pad)), constant_values=_KV_PAD_ID)
-    kernel = _splash_kernel(heads, q_len + q_pad, kv_len + kv_pad, mask.causal, bool(interpret))
 
-    def one_example(q, k, v, q_ids, kv_ids):
-        return kernel(q, k, v, segment_ids=SegmentIds(q=q_ids, kv=kv_ids))
+    def attend(q, k, v, q_ids, kv_ids):  # one device's rows and heads
+        kernel = _splash_kernel(q.shape[1], q.shape[2], k.shape[2], mask.causal, bool(interpret))
 
-    out = jax.vmap(one_example)(q, k, v, q_ids, kv_ids)[:, :, :q_len]
+        def one_example(q, k, v, q_ids, kv_ids):
+            return kernel(q, k, v, segment_ids=SegmentIds(q=q_ids, kv=kv_ids))
+
+        return jax.vmap(one_example)(q, k, v, q_ids, kv_ids)
+
+    out = _over_mesh(attend, q, k, v, q_ids, kv_ids)[:, :, :q_len]
     return _zero_rows_without_keys(jnp.swapaxes(out, 1, 2), mask.mask)
+
+
+def _over_mesh(attend, q, k, v, q_ids, kv_ids):
+    """``attend`` on each device's shard under the mesh being traced for (the compiler
+    cannot split a Pallas kernel itself): rows split as the logical axis ``batch`` and
+    heads as ``heads`` are (jaxtrans.training.sharding), where they divide evenly."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or mesh.size == 1:
+        return attend(q, k, v, q_ids, kv_ids)
+    rows, heads = _mesh_axes("batch", q.shape[0], mesh), _mesh_axes("heads", q.shape[1], mesh)
+    blocks, ids = P(rows, heads, None, None), P(rows, None)
+    return jax.shard_map(
+        attend, in_specs=(blocks, blocks, blocks, ids, ids), out_specs=blocks, check_vma=False
+    )(q, k, v, q_ids, kv_ids)
+
+
+def _mesh_axes(name: str, size: int, mesh):
+    """The mesh axes the logical axis ``name`` maps to under the current rules, or None
+    (not split) where there are none or they do not divide ``size``."""
+    axes = nn.logical_to_mesh_axes((name,))[0]
+    if axes is None:
+        return None
+    named = (axes,) if isinstance(axes, str) else tuple(axes)
+    named = tuple(a for a in named if a in mesh.shape)
+    if not named or size % math.prod(mesh.shape[a] for a in named):
+        return None
+    return named
 
 
 def cudnn_arguments(mask: AttentionMask) -> dict:

@@ -14,8 +14,10 @@ Adding a task is one new module here plus one config: docs/architecture.md says 
     train_and_evaluate(config, workdir)        what train.py runs
     evaluate_workdir(workdir, split=...)       what evaluate.py runs without --input
     restore_task(workdir)                      the task of a trained run, to ask directly
+    compile_task(config)                       a run's task without data, to compile its step
     pretrained_task(name, path)                a task on a Hugging Face directory, untrained
-    export_workdir(workdir, output)            what python -m jaxtrans.export runs
+    ensemble_task("DIR,DIR:CHECKPOINT,...")    translation models decoding together
+    export_workdir(workdir, output, ...)       what python -m jaxtrans.export runs
 """
 
 import importlib
@@ -28,8 +30,9 @@ from jaxtrans.errors import UserError
 from jaxtrans.tasks.base import Restored, Task
 from jaxtrans.tasks.export_directory import check_output
 from jaxtrans.tasks.run_config import complete_run_config
+from jaxtrans.tasks.saved_run_config import check_saved_run_config
 from jaxtrans.training import loop
-from jaxtrans.workdir import huggingface_model_type, load_run_config
+from jaxtrans.workdir import config_path, huggingface_model_type, load_run_config
 
 TASKS = {
     "translation": "jaxtrans.tasks.translation.translation_task:TranslationTask",
@@ -65,11 +68,26 @@ def load_task(config: ml_collections.ConfigDict, workdir: str) -> Task:
     return task_class(task_name(config)).from_config(config, workdir)
 
 
+def compile_task(config: ml_collections.ConfigDict) -> Task:
+    """The task of a run of ``config`` made without data, to compile its step ahead of
+    time (python -m jaxtrans.compile)."""
+    cls = task_class(task_name(config))
+    if not hasattr(cls, "for_compiling"):
+        able = [n for n in TASKS if hasattr(task_class(n), "for_compiling")]
+        raise UserError(
+            f"--config.task={task_name(config)}: its step cannot be compiled ahead of time "
+            f"yet; {', '.join(able)} runs can"
+        )
+    return cls.for_compiling(config)
+
+
 def restore_task(workdir: str) -> Task:
     """The task of a trained run: DIR/config.json says which; its tokenizer is DIR's own.
-    The fields an older version did not write yet take their defaults (run_config.py)."""
+    The fields an older version did not write yet take their defaults, and a field of the
+    wrong type is a UserError naming the file (run_config.py, saved_run_config.py)."""
     run_config = complete_run_config(load_run_config(workdir))
     cls = task_class(task_name(run_config), where=f"{workdir}/config.json: task")
+    check_saved_run_config(run_config, cls.shape_fields, config_path(workdir))
     return cls.from_workdir(workdir, run_config)
 
 
@@ -97,6 +115,15 @@ def pretrained_task(
     return cls.from_pretrained(path, config)
 
 
+def ensemble_task(members: str) -> Any:
+    """The translation models ``members`` (comma-separated: DIR, DIR:CHECKPOINT or a Marian
+    directory each) decoding together, asked as a task is (evaluate.py --ensemble;
+    jaxtrans.tasks.translation.translation_ensemble)."""
+    from jaxtrans.tasks.translation.translation_ensemble import TranslationEnsemble, member_specs
+
+    return TranslationEnsemble.load(member_specs(members))
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Train (or resume) the run of ``config`` in ``workdir``; the last logged metrics."""
     return loop.train_and_evaluate(config, workdir, load_task)
@@ -119,12 +146,15 @@ def evaluate_workdir(
     )
 
 
-def export_workdir(workdir: str, output: str, checkpoint: str = "latest") -> Path:
+def export_workdir(
+    workdir: str, output: str, checkpoint: str = "latest", export_format: str = "huggingface"
+) -> Path:
     """Write the model and tokenizer of ``workdir``'s ``checkpoint`` (latest, a step or
-    avg:K) into the new directory ``output``, in the format of its task (translation:
-    Hugging Face Marian; BERT: Hugging Face BERT); returns its path. UserError, with
-    nothing written, for an ``output`` that holds anything, a task that does not export or
-    a model setting the format cannot express."""
+    avg:K) into the new directory ``output``, in ``export_format``: "huggingface", its
+    task's Hugging Face format (translation: Marian; BERT: BERT), or "ctranslate2" (a
+    translation run as a CTranslate2 model); returns its path. UserError, with nothing
+    written, for an ``output`` that holds anything, a task that does not export (in that
+    format) or a model setting the format cannot express."""
     target = Path(output).expanduser()
     check_output(target)
     task = restore_task(workdir)
@@ -134,8 +164,13 @@ def export_workdir(workdir: str, output: str, checkpoint: str = "latest") -> Pat
             f"--workdir {workdir} is a {task.name} run, which does not export; "
             f"{', '.join(able)} runs do"
         )
-    written = task.export(target, checkpoint)
-    print(f"wrote {target} ({task.export_format}: {written})")
+    formats = {"huggingface": task.export_format, **task.other_export_formats}
+    if export_format not in formats:
+        raise UserError(
+            f"--format {export_format}: a {task.name} run exports as {' or '.join(formats)}"
+        )
+    written = task.export(target, checkpoint, export_format)
+    print(f"wrote {target} ({formats[export_format]}: {written})")
     return target
 
 
@@ -143,6 +178,8 @@ __all__ = [
     "TASKS",
     "Restored",
     "Task",
+    "compile_task",
+    "ensemble_task",
     "evaluate_workdir",
     "export_workdir",
     "load_task",

@@ -5,6 +5,7 @@ StopSignal                  SIGTERM / SIGINT set a flag the loop reads once per 
 wait_for_step_before_last   at most two steps in flight, so that a stop is prompt
 finishing_checkpoint_writes let a checkpoint being written finish when training fails
 NonFiniteGuard              count skipped non-finite steps, or stop naming step and tensor
+guarded_step                the train step as the guard's mode runs it (frozen after a failure)
 """
 
 import contextlib
@@ -80,20 +81,8 @@ class NonFiniteGuard:
         self.batches: dict[int, dict] = {}
 
     def guarded(self, train_step: Callable) -> Callable:
-        """``step(state, batch, frozen) -> (state, metrics)``. In ``stop`` mode a failed
-        step freezes the state: the steps dispatched after it (before the loop reads its
-        metrics) change nothing either, so the state stays the one the failed step started
-        from, and ``metrics["nonfinite"]`` stays true."""
-
-        def step(state, batch, frozen):
-            new_state, metrics = train_step(state, batch, state.dropout_key())
-            if self.mode != "stop":
-                return new_state, metrics
-            failed = frozen | metrics["nonfinite"]
-            metrics["nonfinite"] = failed
-            return jax.tree.map(lambda n, o: jnp.where(failed, o, n), new_state, state), metrics
-
-        return step
+        """guarded_step(train_step, this guard's mode)."""
+        return guarded_step(train_step, self.mode)
 
     def track(self, step: int, local_batch: dict, pending: list[tuple[int, dict]]) -> None:
         """Keep the batch of ``step`` (stop mode) until a later step is known finite: the
@@ -154,6 +143,23 @@ class StopSignal:
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def guarded_step(train_step: Callable, mode: str) -> Callable:
+    """``step(state, batch, frozen) -> (state, metrics)``, as the loop runs it. In ``stop``
+    mode a failed step freezes the state: the steps dispatched after it (before the loop
+    reads its metrics) change nothing either, so the state stays the one the failed step
+    started from, and ``metrics["nonfinite"]`` stays true."""
+
+    def step(state, batch, frozen):
+        new_state, metrics = train_step(state, batch, state.dropout_key())
+        if mode != "stop":
+            return new_state, metrics
+        failed = frozen | metrics["nonfinite"]
+        metrics["nonfinite"] = failed
+        return jax.tree.map(lambda n, o: jnp.where(failed, o, n), new_state, state), metrics
+
+    return step
 
 
 def wait_for_step_before_last(pending: list[tuple[int, dict]]) -> None:

@@ -21,8 +21,9 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, sharding
+from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
 from jaxtrans.training.budget import TimeBudget
-from jaxtrans.training.due import LAST_STEP, TIME_BUDGET, due_after_step
+from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_step
 from jaxtrans.training.guards import (
     StopSignal,
     WorkdirLock,
@@ -41,10 +42,11 @@ from jaxtrans.training.run_setup import (
     set_up_run,
 )
 
-# make_train_step and global_batch are looked up in this module at each use (so the step
-# is compiled here, not in run_setup.py): the reliability tests patch loop.make_train_step
-# and loop.global_batch to slow the steps down without changing a number.
-from jaxtrans.training.step import make_nonfinite_diagnosis, make_train_step
+# global_batch is looked up in this module at each use (and make_train_step in
+# step_layout.py): the reliability tests patch them to slow the steps down without
+# changing a number.
+from jaxtrans.training.step import make_nonfinite_diagnosis
+from jaxtrans.training.step_layout import StepLayout, jit_train_step
 from jaxtrans.training.task import TrainingTask
 
 # Importable from here: the programs, benchmarks and tests use them. check_run_settings
@@ -114,13 +116,14 @@ def _train(
     budget: TimeBudget,
 ) -> dict[str, Any]:
     """Set up (or resume) the run in the locked ``workdir``, train it until its last step, a
-    stop signal or the time budget, and return the last logged metrics."""
+    stop signal, the time budget or train.patience, and return the last logged metrics."""
     run, rs = set_up_run(config, workdir, make_task, is_main, budget)
     rs.train_step, rs.diagnosis = compile_steps(run, fitted_schedule(run, rs))
     train = run.config.train
     rs.window_start = time.time()
+    stopped_early = said_stopped_early(run, rs)
     with StopSignal() as stop, finishing_checkpoint_writes(run.checkpoints.checkpointer):
-        while rs.step < rs.num_steps:
+        while rs.step < rs.num_steps and not stopped_early:
             take_step(run, rs)
             # Read the signal flag once: a signal arriving later in this iteration must not
             # skip the checkpoint that the stop below reports as saved.
@@ -139,15 +142,19 @@ def _train(
                 out_of_time=out_of_time,
                 logs_so_far=rs.logs_so_far,
                 timed_schedule=run.timed_schedule,
+                keep_best=rs.best is not None,
             )
             if due.log:
                 log(run, rs, refit=due.refit_schedule)
+            # Never after a stop signal: it stops at once. Before the checkpoint, which
+            # records the best evaluation so far (train.keep_best).
+            patience_stop = evaluate_dev(run, rs) if due.evaluate else None
             if due.checkpoint:
                 save(run, rs)
-            if due.evaluate:  # never after a stop signal: it stops at once
-                evaluate_dev(run, rs)
-            if due.stop is not None:
-                report_stop(run, rs, due.stop)
+            # Patience first: a run it stopped stays stopped when rerun, unlike the others.
+            reason = patience_stop or due.stop
+            if reason is not None:
+                report_stop(run, rs, reason)
                 break
     run.checkpoints.wait()
     run.checkpoints.checkpointer.close()
@@ -165,13 +172,9 @@ def compile_steps(run: Run, schedule_end: int | None) -> tuple[Callable, Callabl
         optimizer, schedule = make_optimizer(
             run.config.optimizer, run.task.model_config.d_model, schedule_end
         )
+    layout = StepLayout.of(run.mesh, run.rules, run.state_shardings)
     train_step = sharding.with_axis_rules(
-        jax.jit(
-            run.guard.guarded(make_train_step(run.task, optimizer, schedule, run.accum)),
-            in_shardings=(run.state_shardings, run.batch_sharding, run.replicated),
-            out_shardings=(run.state_shardings, run.replicated),
-            donate_argnums=(0,),
-        ),
+        jit_train_step(run.task, optimizer, schedule, run.accum, run.guard.mode, layout),
         run.mesh,
         run.rules,
     )
@@ -267,12 +270,25 @@ def save(run: Run, rs: RunState) -> None:
     schedule_end = fitted_schedule(run, rs)
     if schedule_end is not None:
         meta["schedule_steps"] = schedule_end
-    run.checkpoints.save(rs.step, rs.state, meta)
+    if rs.best is not None:  # the best so far, and its checkpoint kept out of the rotation
+        meta["best"] = to_meta(rs.best)
+    run.checkpoints.save(rs.step, rs.state, meta, best=None if rs.best is None else rs.best.step)
 
 
-def evaluate_dev(run: Run, rs: RunState) -> None:
-    """The dev evaluation of the current parameters: metrics.jsonl and the console."""
+def evaluate_dev(run: Run, rs: RunState) -> str | None:
+    """The dev evaluation of the current parameters: metrics.jsonl and the console. With
+    train.keep_best the best so far (best.py) is updated and joins the record (best_step,
+    evals_since_best); returns PATIENCE (and the record says ``"stop": "patience"``) where
+    train.patience evaluations in a row have not improved on it before the last step, else
+    None."""
     record = evaluate(run.task, run.eval_step, run.replicated, rs.state.params, rs.step)
+    stop = None
+    if rs.best is not None:
+        rs.best = after_evaluation(rs.best, rs.step, record)
+        record.update(best_step=rs.best.step, evals_since_best=rs.best.evals_since)
+        patience = run.config.train.get("patience", 0)
+        if patience_spent(rs.best, patience) and rs.step < rs.num_steps:
+            stop = record["stop"] = PATIENCE
     if record:
         run.writer.write(rs.step, record, prefix="dev")
         say(
@@ -282,15 +298,39 @@ def evaluate_dev(run: Run, rs: RunState) -> None:
             run.is_main,
         )
     rs.window_start = time.time()  # evaluation time is not training throughput
+    return stop
+
+
+def said_stopped_early(run: Run, rs: RunState) -> bool:
+    """Whether the run resumed where train.patience had stopped it (a rerun of a run that
+    stopped early: nothing to train), and then says so."""
+    patience = run.config.train.get("patience", 0)
+    if not (rs.step < rs.num_steps and patience_spent(rs.best, patience)):
+        return False
+    say(
+        f"the run stopped early at step {rs.step}: {describe_patience(rs.best, patience)}; "
+        "nothing to train (raise train.patience to go on)",
+        run.is_main,
+    )
+    return True
 
 
 def report_stop(run: Run, rs: RunState, reason: str) -> None:
-    """Before the last step (a signal, the time budget): wait for the checkpoint just
-    saved, then say how to go on. At the last step: nothing (the run's end waits)."""
+    """Before the last step (a signal, the time budget, train.patience): wait for the
+    checkpoint just saved, then say why and how to go on. At the last step: nothing (the
+    run's end waits)."""
     if reason == LAST_STEP:
         return
     run.checkpoints.wait()
-    if reason == TIME_BUDGET:
+    if reason == PATIENCE:
+        best, patience = rs.best.step, run.config.train.get("patience", 0)
+        restores = "" if best is None else f"; --checkpoint best restores step {best}"
+        say(
+            f"stopped early after step {rs.step}: {describe_patience(rs.best, patience)}; "
+            f"saved checkpoint {rs.step}{restores}",
+            run.is_main,
+        )
+    elif reason == TIME_BUDGET:
         budget = run.budget
         say(
             f"stopped after step {rs.step}: train.max_minutes={budget.minutes:g} spent "

@@ -28,11 +28,15 @@ def rows_for_tokens(tokens_per_batch: int, max_target_length: int, multiple: int
 
 
 def batch_rows(
-    config: ml_collections.ConfigDict, mesh, is_main: bool = True
+    config: ml_collections.ConfigDict,
+    mesh,
+    is_main: bool = True,
+    process_count: int | None = None,
 ) -> ml_collections.ConfigDict:
     """``config``, or with data.tokens_per_batch set a copy whose data.batch_size is the
     rows that hold that many target tokens, a multiple of the data-parallel devices (and of
-    the processes times train.grad_accum_steps); said on the console."""
+    the processes times train.grad_accum_steps); said on the console. ``process_count``:
+    the run's processes (default: this one's jax.process_count())."""
     data = config.data
     tokens = data.get("tokens_per_batch", 0)
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
@@ -58,7 +62,8 @@ def batch_rows(
         )
     data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
     accum = max(int(config.train.grad_accum_steps), 1)
-    multiple = math.lcm(data_parallel, jax.process_count() * accum)
+    processes = jax.process_count() if process_count is None else process_count
+    multiple = math.lcm(data_parallel, processes * accum)
     length = int(data.max_target_length)
     rows = rows_for_tokens(tokens, length, multiple)
     say(
@@ -71,9 +76,12 @@ def batch_rows(
     return resolved
 
 
-def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
+def check_run_settings(
+    config: ml_collections.ConfigDict, mesh, process_count: int | None = None
+) -> None:
     """Settings that need neither data nor model, checked before anything is written; the
-    train section's own checks are TrainConfig's (run_sections.py)."""
+    train section's own checks are TrainConfig's (run_sections.py). ``process_count``: as
+    batch_rows."""
     batch_size = config.data.batch_size
     if not isinstance(batch_size, int) or batch_size < 1:
         raise UserError(
@@ -88,7 +96,7 @@ def check_run_settings(config: ml_collections.ConfigDict, mesh) -> None:
             f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
         )
     accum = int(train.grad_accum_steps)
-    local_rows = batch_size // jax.process_count()
+    local_rows = batch_size // (jax.process_count() if process_count is None else process_count)
     if accum < 1 or local_rows % accum:
         raise UserError(
             f"--config.train.grad_accum_steps={accum} does not divide the per-process batch "

@@ -1,5 +1,6 @@
 """The training state: everything a step reads and writes, as one pytree."""
 
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -35,6 +36,15 @@ def init_train_state(
     (a TrainState of shardings, from the parameters' logical axis names and ``rules``, a
     rule table as sharding.logical_rules returns) and the state's shapes and dtypes.
     """
+    init = train_state_init(init_params, optimizer)
+    shardings, abstract = abstract_train_state(init, mesh, rng, rules)
+    initialize = jax.jit(lambda r: nn.unbox(init(r)), out_shardings=shardings)
+    state = sharding.with_axis_rules(initialize, mesh, rules)(rng)
+    return state, shardings, abstract
+
+
+def train_state_init(init_params, optimizer) -> Callable[[jax.Array], TrainState]:
+    """``init(rng) -> TrainState`` with boxed parameters, step 0 and a dropout key."""
 
     def init(rng: jax.Array) -> TrainState:
         init_rng, dropout_rng = jax.random.split(rng)
@@ -46,11 +56,18 @@ def init_train_state(
             rng=jax.random.key_data(dropout_rng),
         )
 
+    return init
+
+
+def abstract_train_state(
+    init: Callable[[jax.Array], TrainState], mesh, rng: jax.Array, rules=sharding.LOGICAL_RULES
+) -> tuple[TrainState, TrainState]:
+    """(shardings, abstract) of the state ``init(rng)`` makes, with nothing allocated:
+    the NamedSharding of every leaf and its shape and dtype (ahead-of-time compilation
+    needs only these)."""
     with sharding.axis_rules(mesh, rules):
         boxed = jax.eval_shape(init, rng)
     shardings = sharding.logical_shardings(boxed, mesh, rules)
     abstract = nn.unbox(boxed)
     sharding.check_divisible(abstract, shardings)
-    initialize = jax.jit(lambda r: nn.unbox(init(r)), out_shardings=shardings)
-    state = sharding.with_axis_rules(initialize, mesh, rules)(rng)
-    return state, shardings, abstract
+    return shardings, abstract

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from jaxtrans.errors import UserError
+
 Batch = dict[str, jnp.ndarray]
 
 
@@ -78,6 +80,15 @@ class TrainingTask(abc.ABC):
         """(training steps of one pass over the training data, how they were counted), for
         ``train.num_epochs``; None where the task cannot count them."""
         return None
+
+    def batch_shapes(self, rows: int) -> Batch:
+        """The shapes and dtypes (jax.ShapeDtypeStruct) of a training batch of ``rows``
+        rows as train_iterator makes them, to compile the step with no data
+        (ahead_of_time.py)."""
+        raise UserError(
+            f"{type(self).__name__} has no batch shapes: its runs cannot be compiled ahead "
+            "of time (translation and bert_pretraining runs can)"
+        )
 
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""

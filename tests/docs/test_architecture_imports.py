@@ -2,7 +2,7 @@
 
     foundation <- nn <- models <- {data, training, inference} <- tasks <- programs
 
-foundation: errors.py, vocab.py, workdir.py, checkpoints.py (they import no other layer).
+foundation: errors.py, vocab.py, workdir.py, checkpoints.py, ... (they import no other layer).
 data, training and inference are siblings: none imports another.
 Inside data, the task-data folders (translation/, bert/, ner/, qa/) never import one
 another; all may use tokenizers/ and the shared modules at data's root, and tokenizers/
@@ -22,8 +22,11 @@ LAYERS = {
     "vocab": ("foundation", 0),
     "workdir": ("foundation", 0),
     "checkpoints": ("foundation", 0),
+    "checkpoint_choice": ("foundation", 0),
     "process_json": ("foundation", 0),
     "config_sections": ("foundation", 0),
+    "tpu_topologies": ("foundation", 0),
+    "compiled_programs": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),
     "data": ("data", 3),
@@ -34,6 +37,7 @@ LAYERS = {
     "plot": ("programs", 5),
     "pictures": ("programs", 5),
     "export": ("programs", 5),
+    "compile": ("programs", 5),
     "translator": ("programs", 5),
 }
 # The largest module allowed, and the modules allowed more, with the reason.

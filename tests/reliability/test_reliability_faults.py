@@ -188,7 +188,7 @@ def test_sigterm_saves_the_current_step_exits_0_in_bounded_time_and_the_rerun_co
 # number, so that a signal reliably lands in the middle of the tiny run.
 SLOW_BATCHES = """
 import time
-from jaxtrans.training import loop
+from jaxtrans.training import loop, step_layout
 global_batch = loop.global_batch
 def slow_global_batch(*args):
     time.sleep(0.3)
@@ -233,7 +233,7 @@ start = time.perf_counter()
 products(2.0).block_until_ready()
 print(f"a slow step takes {time.perf_counter() - start:.3f} s longer", flush=True)
 
-make_train_step = loop.make_train_step
+make_train_step = step_layout.make_train_step
 def slow_train_step(*args, **kwargs):
     train_step = make_train_step(*args, **kwargs)
     def step(state, batch, rng):
@@ -241,7 +241,7 @@ def slow_train_step(*args, **kwargs):
         metrics["slow"] = matrix_products(metrics["loss"])
         return state, metrics
     return step
-loop.make_train_step = slow_train_step
+step_layout.make_train_step = slow_train_step
 
 global_batch, taken = loop.global_batch, [0]
 def counted_global_batch(*args):

@@ -22,12 +22,11 @@ from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.epochs import batches_per_epoch
 from jaxtrans.data.translation.evaluation import eval_batches
-from jaxtrans.data.translation.pipeline import train_iterator
+from jaxtrans.data.translation.pipeline import SOURCE_KEYS, TARGET_KEYS, train_iterator
 from jaxtrans.data.translation.sources import NoSplit, SplitPairs, read_split
 from jaxtrans.data.translation.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
-from jaxtrans.inference.translate import translate
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import train_step_flops
@@ -39,6 +38,8 @@ from jaxtrans.tasks.translation.decoding_settings import (
     decoding_settings,
     target_language,
 )
+from jaxtrans.tasks.translation.translation_compile import vocabulary_without_data
+from jaxtrans.tasks.translation.translation_predict import answer_lines
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 
 
@@ -78,6 +79,7 @@ class TranslationTask(Task):
     predicts = True
     plots_attention = True
     export_format = "Hugging Face Marian"
+    other_export_formats = {"ctranslate2": "CTranslate2"}
     headline = ("nll", "accuracy")
     shape_fields = (
         "vocab_size",
@@ -133,6 +135,17 @@ class TranslationTask(Task):
         task = cls(run_config, model_config_of(run_config), tokenizer)
         task._dev = dev
         return task
+
+    @classmethod
+    def for_compiling(cls, config: ml_collections.ConfigDict) -> "TranslationTask":
+        """The task ``from_config`` makes, with no data read and no tokenizer trained, to
+        compile its step ahead of time (python -m jaxtrans.compile): a SentencePiece
+        vocabulary has data.vocab_size pieces (the size it is trained to on enough
+        text); a pretrained tokenizer (data.tokenizer, init_from) is read."""
+        if "init_from" in config and config.init_from:
+            config = translation_init.fine_tuning_config(config)
+        run_config = resolve_config(config, vocabulary_without_data(config.data))
+        return cls(run_config, model_config_of(run_config))
 
     @classmethod
     def from_pretrained(
@@ -299,6 +312,13 @@ class TranslationTask(Task):
             self._told_skipped = True
         return metrics
 
+    def batch_shapes(self, rows: int) -> Batch:
+        """int32 [rows, max_source_length] or [rows, max_target_length] (pipeline.py)."""
+        data = self.config.data
+        source = jax.ShapeDtypeStruct((rows, int(data.max_source_length)), jnp.int32)
+        target = jax.ShapeDtypeStruct((rows, int(data.max_target_length)), jnp.int32)
+        return {**dict.fromkeys(SOURCE_KEYS, source), **dict.fromkeys(TARGET_KEYS, target)}
+
     def step_flops(self) -> float:
         data_config = self.config.data
         return train_step_flops(
@@ -335,19 +355,21 @@ class TranslationTask(Task):
         )
 
     def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
-        """The translation of each line."""
+        """The translation of each line, or with options nbest N its n-best list as JSON;
+        options prefix / prefix_from_input force a target prefix (translation_predict)."""
+        settings = decoding_settings(self.run_config, **(options or {}))
         restored = self.restore_params(checkpoint)
-        return translate(
-            self.model_config,
-            restored.params,
-            self.tokenizer,
-            list(lines),
-            **decoding_settings(self.run_config, **(options or {})),
-        )
+        model = (self.model_config, restored.params, self.tokenizer)
+        return answer_lines(*model, lines, settings, options)
 
-    def export(self, output, checkpoint="latest") -> str:
+    def export(self, output, checkpoint="latest", export_format="huggingface") -> str:
         """A MarianMTModel directory with MarianTokenizer files
-        (jaxtrans.tasks.translation.translation_export)."""
+        (jaxtrans.tasks.translation.translation_export), or with "ctranslate2" a
+        CTranslate2 model and its SentencePiece files (ctranslate2_export)."""
+        if export_format == "ctranslate2":
+            from jaxtrans.tasks.translation.ctranslate2_export import export_ctranslate2
+
+            return export_ctranslate2(self, output, checkpoint)
         from jaxtrans.tasks.translation.translation_export import export_translation
 
         return export_translation(self, output, checkpoint)

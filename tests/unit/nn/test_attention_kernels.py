@@ -1,10 +1,16 @@
 """Attention kernels: the choice per platform, dtype and mask, splash (Pallas interpreter
 on CPU) and cuDNN (its arguments, recorded) against the xla kernel."""
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from paths import HELPERS, xla_flags
 
 from jaxtrans.models import TransformerConfig
 from jaxtrans.nn import BlockConfig, Encoder, MultiHeadAttention, attention_weights
@@ -305,3 +311,20 @@ def test_the_module_runs_splash_on_a_tpu_equal_to_xla(monkeypatch):
     out = module_outputs(config, x, mask)
     assert calls == [1, 1]
     assert np.abs(np.asarray(out) - np.asarray(xla)).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_splash_split_over_a_mesh_equals_xla():
+    """Under a mesh (rows over data, heads over tensor) splash runs in a shard_map, as a
+    Pallas kernel must (the compiler cannot split it): still equal to xla, gradients too."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(HELPERS, "splash_over_mesh.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "XLA_FLAGS": xla_flags(4)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    for kind, found in json.loads(result.stdout).items():
+        assert found["shard_map"], kind
+        assert max(found["differences"]) < 1e-5, (kind, found["differences"])

@@ -1,0 +1,97 @@
+"""The table of docs/accelerators.md: shipped configs compiled for TPU slices with
+``python -m jaxtrans.compile`` (libtpu's compile-only devices; no TPU needed), each row
+in its own process, printed as Markdown.
+
+    python benchmarks/compile_table.py                       # every row of ROWS
+    python benchmarks/compile_table.py --rows base/v5e-8 big/v5e-32-fsdp --find_batch
+
+A row is CONFIG/SLICE[-VARIANT]; its extra overrides are in ROWS. ``--find_batch`` adds
+the largest batch that fits with remat off and on (many compiles a row). Figures marked
+"estimate" are the compiler's cost model, not measurements.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GIB = 2**30
+SLICES = ("v5e-8", "v4-8", "v5p-8", "v6e-8")
+ROWS = {f"{config}/{slice_}": [] for config in ("demo", "base", "big") for slice_ in SLICES}
+# A pod slice of 32 chips on 8 hosts: parameters and optimizer state sharded over fsdp.
+ROWS["big/v5e-32-fsdp"] = ["--config.mesh.data=8", "--config.mesh.fsdp=4"]
+# notebooks/colab_tpu.ipynb on Colab's TPU runtime (one v5e chip): 96 rows, bfloat16.
+ROWS["base/v5e-1-colab"] = [
+    "--config.data.batch_size=96",
+    "--config.mesh.data=-1",
+    "--config.model.dtype=bfloat16",
+]
+
+
+def command(row: str, find_batch: bool) -> list[str]:
+    config, slice_ = row.split("/")
+    topology = "-".join(slice_.split("-")[:2])
+    return [
+        sys.executable,
+        "-m",
+        "jaxtrans.compile",
+        "--config",
+        f"configs/{config}.py",
+        "--topology",
+        topology,
+        "--json",
+        *ROWS[row],
+        *(["--find_batch"] if find_batch else []),
+    ]
+
+
+def compile_row(row: str, find_batch: bool) -> dict:
+    start = time.perf_counter()
+    result = subprocess.run(command(row, find_batch), capture_output=True, text=True, cwd=REPO)
+    if result.returncode:
+        return {"error": (result.stderr.strip().splitlines() or ["?"])[-1]}
+    report = json.loads(result.stdout)
+    report["wall_seconds"] = time.perf_counter() - start
+    return report
+
+
+def markdown_row(row: str, report: dict) -> str:
+    shown = " ".join(command(row, False)[3:]).replace(" --json", "")
+    if "error" in report:
+        return f"| `{row}` | error: {report['error']} | | | | | | `{shown}` |"
+    total = report["bytes_per_device"]["total"]
+    fits = "fits" if report["fits"] else "**does not fit**"
+    seconds = report["estimated_step_seconds"]
+    mfu = report["estimated_mfu"]
+    found = report.get("find_batch")
+    batch = (
+        f"{found['remat_off']['rows']} / {found['remat_on']['rows']}" if found else "not searched"
+    )
+    return (
+        f"| `{row}` | {report['rows_per_step']} rows: {fits} | {total / GIB:.2f} of "
+        f"{report['hbm_bytes_per_device'] / GIB:.0f} GiB | {batch} | "
+        + (f"{seconds * 1e3:.1f} ms" if seconds else "no estimate")
+        + f" | {f'{mfu:.0%}' if mfu else '-'} | {report['wall_seconds']:.0f} s | `{shown}` |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="*", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--find_batch", action="store_true")
+    args = parser.parse_args()
+    print(
+        "| config / slice | at the config's batch | peak HBM per device | largest batch "
+        "(rows, remat off / on) | step time (estimate) | MFU (estimate) | compile time | "
+        "command |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in args.rows:
+        print(markdown_row(row, compile_row(row, args.find_batch)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""A translation run compiled ahead of time for a slice that need not be there (python -m
+jaxtrans.compile): its vocabulary sized without data, and the beam-search decoding
+program, the cached search evaluate.py runs at the run's eval.batch_size, beam size and
+longest output, compiled for one device.
+
+vocabulary_without_data  what the task's sizes come from, no data read or trained
+compile_beam_decoding    task, device -> (ProgramCost, what was compiled, in words)
+"""
+
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
+from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
+from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.models.layer_stacks import unstack_layers
+from jaxtrans.nn.attention_kernels import target_platform
+from jaxtrans.tasks.translation.decoding_settings import decoding_settings
+
+
+@dataclass(frozen=True)
+class VocabularySizes:
+    """What resolve_config reads of a tokenizer, for a SentencePiece one not trained yet:
+    each side has the pieces it is trained to."""
+
+    vocab_size: int
+    shared: bool
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.vocab_size
+
+
+def vocabulary_without_data(data_config) -> Any:
+    """A SentencePiece vocabulary of data.vocab_size pieces (the size it is trained to on
+    enough text), or the pretrained tokenizer data.tokenizer names, read (its files are
+    copied to a scratch directory, as a run copies them to its workdir)."""
+    wanted = data_config.get("tokenizer", "sentencepiece") or "sentencepiece"
+    if wanted == "sentencepiece":
+        return VocabularySizes(int(data_config.vocab_size), bool(data_config.shared_vocab))
+    with tempfile.TemporaryDirectory() as scratch:
+        return load_or_train_tokenizer(data_config, scratch)
+
+
+def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
+    """Compile the decoding of a batch of eval.batch_size sources of data.max_source_length
+    tokens, to as many as the longest output evaluate.py allows (source + max_extra_length,
+    within learned positions), with parameters in their stored dtype, on ``device``."""
+    settings = decoding_settings(task.run_config)
+    config = task.model_config
+    rows, beam = int(settings["batch_size"]), int(settings["beam_size"])
+    source_length = int(task.run_config.data.max_source_length)
+    max_len = source_length + int(settings["max_extra_length"])
+    if config.position == "learned":
+        max_len = min(max_len, config.max_len)
+    placed = jax.sharding.SingleDeviceSharding(device)
+    with target_platform(device.platform):
+        params = jax.eval_shape(lambda: task.model.init(*_init_args(task))["params"])
+        if config.scan_layers:  # decoded layer by layer (translate.py)
+            params = jax.eval_shape(unstack_layers, params)
+            config = config.replace(scan_layers=False)
+        params = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=placed), params
+        )
+        source = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=placed)
+        lengths = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=placed)
+        ids = dict(config=config, max_len=max_len)
+        if beam == 1:
+            lowered = greedy_decode.lower(params, source, lengths, **ids)
+        else:
+            lowered = beam_decode.lower(
+                params,
+                source,
+                lengths,
+                float(settings["alpha"]),
+                beam_size=beam,
+                penalty_form=settings["penalty_form"],
+                **ids,
+            )
+        inputs = bytes_per_device((params, source, lengths), placed)
+        cost = compile_or_cost(lowered, inputs)
+    search = "greedy search" if beam == 1 else f"beam {beam}"
+    what = (
+        f"{search}, {rows} sentences of up to {source_length} tokens, outputs up to "
+        f"{max_len} tokens"
+    )
+    return cost, what
+
+
+def _init_args(task) -> tuple:
+    data = task.run_config.data
+    return (
+        jax.random.key(0),
+        jnp.ones((1, int(data.max_source_length)), jnp.int32),
+        jnp.ones((1, int(data.max_target_length)), jnp.int32),
+    )
