@@ -4,12 +4,21 @@ Sentences are sorted by length so that a batch holds similar lengths, and every 
 is padded to a static shape (rows: the batch size or a power of two below it; source
 length: a multiple of ``length_multiple``) so the compiled decoder is reused. Results
 do not depend on the batching: padding rows and positions are masked out and every
-sentence keeps its own maximum output length (its source length + max_extra_length).
+sentence keeps its own maximum output length (its source length + max_extra_length, plus
+its forced target prefix if it has one).
+
+A forced target prefix (``prefix``: one text for every sentence or one a sentence) is
+tokenised as a target (``encode_target``, no EOS); each output starts with its prefix's
+tokens and goes on from there (jaxtrans.inference.search).
+
+``config`` and ``params`` are one model's, or an ensemble's: a tuple of configs and a
+tuple of parameter trees, one a member (jaxtrans.inference.ensemble).
 """
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 import flax.linen as nn
 import jax
@@ -17,8 +26,8 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
+from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, member_configs, members
 from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm, row_keys
-from jaxtrans.models import TransformerConfig
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -27,6 +36,8 @@ class TranslationTokenizer(Protocol):
     """What translation needs of a tokenizer (data/translation/tokenizer.py's Tokenizer has it)."""
 
     def encode_source(self, text: str) -> list[int]: ...
+
+    def encode_target(self, text: str) -> list[int]: ...
 
     def decode_target(self, ids: list[int]) -> str: ...
 
@@ -61,8 +72,133 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
         raise UserError(f"top_p={top_p}: must be in (0, 1] (1.0: all tokens)")
 
 
+def check_search(
+    batch_size: int,
+    beam_size: int,
+    alpha: float,
+    max_extra_length: int,
+    length_multiple: int,
+    penalty_form: str,
+) -> None:
+    """UserError unless the search's sizes are at least 1, alpha >= 0 and penalty_form is
+    one of PENALTY_FORMS."""
+    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
+        raise UserError(
+            f"batch_size={batch_size}, beam_size={beam_size}, max_extra_length="
+            f"{max_extra_length}, length_multiple={length_multiple}: each must be at least 1"
+        )
+    if alpha < 0:
+        raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
+    if penalty_form not in PENALTY_FORMS:
+        raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
+
+
+def check_prefixes(
+    prefixes: Sequence[Sequence[int]] | None, count: int, reserved: Sequence[int]
+) -> None:
+    """UserError unless there is one prefix a sentence (or None) and none holds a reserved
+    id (PAD, BOS, EOS: a prefix is target text)."""
+    if prefixes is None:
+        return
+    if len(prefixes) != count:
+        raise UserError(f"{len(prefixes)} prefixes for {count} sentences; give one a sentence")
+    for i, prefix in enumerate(prefixes):
+        wrong = sorted(set(map(int, prefix)) & set(reserved))
+        if wrong:
+            raise UserError(
+                f"the prefix of sentence {i} holds the reserved id {wrong[0]} (PAD, BOS or "
+                "EOS); a prefix is target text without them"
+            )
+
+
+def target_prefixes(
+    tokenizer: TranslationTokenizer, prefix: str | Sequence[str] | None, count: int
+) -> list[list[int]] | None:
+    """The target ids of ``prefix`` for each of ``count`` sentences: one text for all, or a
+    list of one text a sentence; None for no prefix."""
+    if prefix is None:
+        return None
+    texts = [prefix] * count if isinstance(prefix, str) else list(prefix)
+    if len(texts) != count:
+        raise UserError(f"{len(texts)} prefixes for {count} sentences; give one a sentence")
+    encoded = {text: tokenizer.encode_target(text) if text else [] for text in set(texts)}
+    return [encoded[text] for text in texts]
+
+
+def decoding_params(config: ModelConfig, params) -> tuple[ModelConfig, Any]:
+    """(config, params) as decoding wants them: unboxed, layer by layer, on the device;
+    an ensemble's (tuples, jaxtrans.inference.ensemble) member by member."""
+    if is_ensemble(config):
+        pairs = [decoding_params(c, p) for c, p in members(config, params)]
+        return tuple(c for c, _ in pairs), tuple(p for _, p in pairs)
+    params = nn.unbox(params)
+    if config.scan_layers:
+        # Decoded layer by layer: the scanned decoder would move every layer's key/value
+        # cache between its layouts at each token (twice the time; docs/benchmarks.md).
+        params, config = unstack_layers(params), config.replace(scan_layers=False)
+    return config, jax.device_put(params)  # once, not at every batch (host arrays)
+
+
+def _position_limit(config: ModelConfig) -> int | None:
+    """The longest sequence every model places: the shortest learned position table
+    (max_len) among the members; None when none has one."""
+    limits = [c.max_len for c in member_configs(config) if c.position == "learned"]
+    return min(limits, default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthBatch:
+    """Sentences of similar lengths padded to static shapes, for one compiled decoder."""
+
+    # The input index of each sentence; row r holds sentence indices[r], later rows are dummies.
+    indices: list[int]
+    # Source ids [rows, src_len] int32, PAD after the end.
+    source: np.ndarray
+    # Tokens each row may produce [rows] int32, EOS and prefix included; 0: a dummy row.
+    max_lengths: np.ndarray
+    # Forced target ids [rows, prefix_len] int32, PAD after each row's end; None: no prefix.
+    prefix: np.ndarray | None
+    # The static output length.
+    max_len: int
+
+
+def length_batches(
+    config: ModelConfig,
+    sources: Sequence[Sequence[int]],
+    prefixes: Sequence[Sequence[int]] | None,
+    *,
+    batch_size: int,
+    max_extra_length: int,
+    length_multiple: int,
+    pad_id: int = PAD_ID,
+) -> Iterator[LengthBatch]:
+    """The sentences in batches, longest first. A sentence may produce len(source) +
+    max_extra_length + len(prefix) tokens; learned positions exist only up to
+    config.max_len, so there longer sources are cut and outputs capped. A batch whose
+    sentences have no prefix tokens gets prefix None."""
+    position_limit = _position_limit(config)
+    sources = [list(s)[:position_limit] for s in sources]
+    prefixes = prefixes or [[] for _ in sources]
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # longest first
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        rows = _batch_rows(len(chunk), batch_size)
+        src_len = _round_up(max(len(sources[i]) for i in chunk), length_multiple)
+        longest_prefix = max(len(prefixes[i]) for i in chunk)
+        prefix_len = _round_up(longest_prefix, length_multiple) if longest_prefix else 0
+        max_len = min(src_len + max_extra_length + prefix_len, position_limit or math.inf)
+        source = np.full((rows, src_len), pad_id, np.int32)
+        prefix = np.full((rows, prefix_len), pad_id, np.int32)
+        max_lengths = np.zeros((rows,), np.int32)  # 0: a dummy row, finished at once
+        for row, i in enumerate(chunk):
+            source[row, : len(sources[i])] = sources[i]
+            prefix[row, : len(prefixes[i])] = prefixes[i]
+            max_lengths[row] = len(sources[i]) + max_extra_length + len(prefixes[i])
+        yield LengthBatch(chunk, source, max_lengths, prefix if prefix_len else None, int(max_len))
+
+
 def translate_ids(
-    config: TransformerConfig,
+    config: ModelConfig,
     params,
     sources: Sequence[Sequence[int]],
     *,
@@ -80,55 +216,45 @@ def translate_ids(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int = 0,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[int]]:
     """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
 
-    A hypothesis has at most len(source) + max_extra_length tokens, EOS included.
-    penalty_form: beam search's length penalty, "gnmt" ((5 + len) / 6) ** alpha or "hf"
-    len ** alpha (as Hugging Face's length_penalty=alpha).
+    A hypothesis has at most len(source) + max_extra_length tokens, EOS included (plus its
+    prefix's). penalty_form: beam search's length penalty, "gnmt" ((5 + len) / 6) ** alpha
+    or "hf" len ** alpha (as Hugging Face's length_penalty=alpha).
 
     sampling: draw each token (search.sample_search: temperature, then top_k, then top_p;
     temperature 0 is greedy) instead of searching; beam_size is then not used. Sentence i
     samples with the key fold_in(key(seed), i): the same seed and sources give the same
     output, whatever the batch size.
+
+    prefixes: forced target ids, one list a sentence (none of them PAD, BOS or EOS; [] for
+    none): each hypothesis starts with its prefix, in greedy search, beam search (every
+    beam carries it) and sampling alike.
     """
-    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
-        raise UserError(
-            f"batch_size={batch_size}, beam_size={beam_size}, max_extra_length="
-            f"{max_extra_length}, length_multiple={length_multiple}: each must be at least 1"
-        )
-    if alpha < 0:
-        raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
-    if penalty_form not in PENALTY_FORMS:
-        raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
+    check_search(batch_size, beam_size, alpha, max_extra_length, length_multiple, penalty_form)
     if sampling:
         check_sampling(temperature, top_k, top_p)
-    params = nn.unbox(params)
-    if config.scan_layers:
-        # Decoded layer by layer: the scanned decoder would move every layer's key/value
-        # cache between its layouts at each token (twice the time; docs/benchmarks.md).
-        params, config = unstack_layers(params), config.replace(scan_layers=False)
-    params = jax.device_put(params)  # once, not at every batch (host arrays)
-    # Learned positions exist only up to max_len: longer sources are cut, outputs capped.
-    position_limit = config.max_len if config.position == "learned" else None
-    sources = [list(s)[:position_limit] for s in sources]
-    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # longest first
+    check_prefixes(prefixes, len(sources), (pad_id, bos_id, eos_id))
+    config, params = decoding_params(config, params)
     hypotheses: list[list[int]] = [[] for _ in sources]
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        rows = _batch_rows(len(chunk), batch_size)
-        src_len = _round_up(max(len(sources[i]) for i in chunk), length_multiple)
-        max_len = min(src_len + max_extra_length, position_limit or math.inf)
-        source = np.full((rows, src_len), pad_id, np.int32)
-        max_lengths = np.zeros((rows,), np.int32)  # 0: a dummy row, finished at once
-        for row, i in enumerate(chunk):
-            source[row, : len(sources[i])] = sources[i]
-            max_lengths[row] = len(sources[i]) + max_extra_length
+    batches = length_batches(
+        config,
+        sources,
+        prefixes,
+        batch_size=batch_size,
+        max_extra_length=max_extra_length,
+        length_multiple=length_multiple,
+        pad_id=pad_id,
+    )
+    for batch in batches:
         sample = {}
         if sampling:
             # Dummy rows get numbers of their own, past the sentences'.
+            rows = len(batch.max_lengths)
             numbers = np.arange(len(sources), len(sources) + rows, dtype=np.int32)
-            numbers[: len(chunk)] = chunk
+            numbers[: len(batch.indices)] = batch.indices
             sample = dict(
                 keys=row_keys(seed, numbers),
                 temperature=float(temperature),
@@ -137,26 +263,27 @@ def translate_ids(
             )
         tokens = generate(
             params,
-            source,
-            max_lengths,
+            batch.source,
+            batch.max_lengths,
             alpha,
             config=config,
-            max_len=int(max_len),
+            max_len=batch.max_len,
             beam_size=beam_size,
             bos_id=bos_id,
             eos_id=eos_id,
             pad_id=pad_id,
             penalty_form=penalty_form,
+            prefix=batch.prefix,
             **sample,
         )
         tokens = np.asarray(tokens)
-        for row, i in enumerate(chunk):
+        for row, i in enumerate(batch.indices):
             hypotheses[i] = hypothesis_ids(tokens[row], eos_id, pad_id)
     return hypotheses
 
 
 def translate(
-    config: TransformerConfig,
+    config: ModelConfig,
     params,
     tokenizer: TranslationTokenizer,
     sentences: Sequence[str],
@@ -172,13 +299,16 @@ def translate(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int = 0,
+    prefix: str | Sequence[str] | None = None,
 ) -> list[str]:
     """Source sentences -> translations, in the input order.
 
     Sources are tokenised as in training (``encode_source`` ids + EOS). beam_size 1 is
     greedy search; alpha is the length-penalty exponent of beam search, penalty_form its
     formula ("gnmt" or "hf", see translate_ids). sampling draws the tokens instead
-    (temperature, top_k, top_p, seed: see translate_ids).
+    (temperature, top_k, top_p, seed: see translate_ids). prefix: the text every
+    translation starts with (one for all, or a list of one a sentence; "" for none),
+    tokenised by ``encode_target``.
     """
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     hypotheses = translate_ids(
@@ -196,5 +326,6 @@ def translate(
         top_k=top_k,
         top_p=top_p,
         seed=seed,
+        prefixes=target_prefixes(tokenizer, prefix, len(sentences)),
     )
     return [tokenizer.decode_target(ids) for ids in hypotheses]

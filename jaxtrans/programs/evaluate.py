@@ -1,9 +1,12 @@
 """The evaluate.py program: restore a trained workdir's task (or put a task on a Hugging
 Face directory), then ask it.
 
-    python evaluate.py --workdir DIR [--split test|dev] [--checkpoint latest|STEP|avg:K]
-    python evaluate.py --workdir DIR --input FILE|- [--output FILE]
+    python evaluate.py --workdir DIR [--split test|dev] [--checkpoint latest|best|STEP|avg:K]
+    python evaluate.py --workdir DIR --input FILE|- [--output FILE] [--nbest N]
+                       [--prefix TEXT | --prefix_from_input]
     python evaluate.py --workdir DIR --plot_attention "a sentence" [--output attn.png]
+    python evaluate.py --ensemble DIR[:CHECKPOINT],DIR[:CHECKPOINT],... [--split S]
+                       [--input FILE|- [--output FILE]]
     python evaluate.py --init_from HF_DIR --task NAME [--config FILE] --input FILE|-
     python evaluate.py --init_from HF_DIR --task NAME --config FILE --outdir OUT [--split S]
     python evaluate.py --init_from MARIAN_DIR [--config FILE] --input FILE|- | --outdir OUT
@@ -26,12 +29,16 @@ from jaxtrans.errors import UserError
 from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
-                   [--checkpoint latest|STEP|avg:K] [--beam_size N] [--alpha A]
+                   [--checkpoint latest|best|STEP|avg:K] [--beam_size N] [--alpha A]
                    [--batch_size N] [--max_extra_length N] [--penalty_form gnmt|hf]
                    [--sampling [--temperature T] [--top_k K] [--top_p P] [--seed S]]
-                   [--input FILE|- [--output FILE]] [--plot_attention SENTENCE [--output PNG]]
+                   [--nbest N] [--input FILE|- [--output FILE]
+                   [--prefix TEXT | --prefix_from_input]] [--plot_attention SENTENCE
+                   [--output PNG]]
        python evaluate.py --init_from HF_DIR --task NAME [--config FILE [--config.KEY=VALUE]]
                    [--input FILE|- [--output FILE]] [--outdir OUT [--split test|dev]]
+       python evaluate.py --ensemble DIR[:CHECKPOINT],DIR[:CHECKPOINT],... [--split S]
+                   [--outdir OUT] [--input FILE|- [--output FILE]] [decoding flags]
 
 Without --input or --plot_attention: scores the split with the run's task and writes
 DIR/eval/{split}-step{N}[-avgK]-{DECODING}.json (translation: BLEU/chrF, the lines read,
@@ -42,11 +49,19 @@ the task's own (translation and classification: test; pretraining: dev). Decodin
 settings default to the run config's eval section. --sampling draws each token instead
 of searching (for back-translation; with --input): logits / T, then the K most probable
 (0: all), then the smallest set holding probability P (1.0: all); T 0 is greedy; the same
---seed and input give the same output.
+--seed and input give the same output. --nbest N (N <= the beam size) also gives the
+beam's N best hypotheses with their scores: beside a split's report in {stem}.nbest.jsonl
+(the report scores the first), or with --input as one JSON object a line:
+  {"source": "...", "hypotheses": [{"text": "...", "score": -0.42, "logprob": -1.9}, ...]}
+(logprob: the summed log-probability of its tokens and EOS; score: logprob over the
+length penalty, what beam search ranks by).
 
 --input FILE ('-': stdin): one answer a line, written to --output (default stdout).
-Translation: the translation. BERT tasks answer one JSON object a line; a TAB in a line
-separates sentences A and B. bert_pretraining fills each literal [MASK]:
+Translation: the translation. --prefix TEXT forces every translation to start with TEXT
+(greedy, beam and sampling; the prefix's log-probabilities count in beam scores);
+--prefix_from_input takes each line's own, the line being SOURCE<TAB>PREFIX. BERT tasks
+answer one JSON object a line; a TAB in a line separates sentences A and B.
+bert_pretraining fills each literal [MASK]:
   {"text": "Paris is the [MASK] of France .", "masks": [{"position": 4, "predictions":
    [{"token": "capital", "id": 11, "probability": 0.41}, ... 5 in all]}]}
 (position: the mask's index in [CLS] A [SEP] B [SEP]; a line without [MASK] is an error).
@@ -66,7 +81,15 @@ weights.
 --init_from MARIAN_DIR (a Hugging Face Marian / opus-mt directory: config.json, weights,
 source.spm, target.spm, vocab.json) translates with no training: --input translates
 lines; with --config (e.g. configs/marian_finetune.py --config.data.test=FILE) and
---outdir it scores a split with BLEU/chrF like a trained run (docs/pretrained.md)."""
+--outdir it scores a split with BLEU/chrF like a trained run (docs/pretrained.md).
+
+--ensemble M1,M2,... (instead of --workdir): translation models that decode together,
+each token chosen by the mean of their probabilities (greedy, beam, n-best, prefixes and
+sampling alike). A member is a workdir (its latest checkpoint), DIR:CHECKPOINT (a step,
+avg:K or best) or a Marian directory; members may differ in shape but must share one
+tokenizer. The first member's config gives the split, the decoding defaults and the
+default --outdir (its DIR/eval); the report is {split}-ensemble{N}-{ID}-{DECODING}.json
+(ID: 8 hex digits naming the members' checkpoints) and lists the members."""
 
 # Task settings passed on to the task (None where not given).
 OPTIONS = (
@@ -80,6 +103,9 @@ OPTIONS = (
     "top_k",
     "top_p",
     "seed",
+    "nbest",
+    "prefix",
+    "prefix_from_input",
 )
 
 
@@ -150,13 +176,23 @@ def _define(values: flags.FlagValues) -> None:
     string("workdir", None, "Run directory written by train.py.")
     string("init_from", None, "A Hugging Face BERT or Marian directory to ask, untrained.")
     string(
+        "ensemble",
+        None,
+        "Translation models decoding together, comma-separated: DIR, DIR:CHECKPOINT or a "
+        "Marian directory each.",
+    )
+    string(
         "task",
         None,
         "The task to put on the --init_from directory, e.g. bert_pretraining "
         "(a Marian directory: translation, the default).",
     )
     string("split", "test", "Split to evaluate: test or dev (default: the task's first).")
-    string("checkpoint", "latest", "latest, a step number, or avg:K (mean of the last K).")
+    string(
+        "checkpoint",
+        "latest",
+        "latest, best (train.keep_best), a step number, or avg:K (mean of the last K).",
+    )
     string("input", None, "Answer each line of this file ('-': stdin); see the usage above.")
     string("output", None, "Where --input answers (default stdout) or the PNG go.")
     string("plot_attention", None, "Draw the attention of this input as PNGs (docs/pictures.md).")
@@ -166,6 +202,13 @@ def _define(values: flags.FlagValues) -> None:
     flags.DEFINE_boolean(
         "sampling", None, "Sample each token instead of beam or greedy search.", flag_values=values
     )
+    string("prefix", None, "--input: every translation starts with this text (forced).")
+    flags.DEFINE_boolean(
+        "prefix_from_input",
+        None,
+        "--input: each line is SOURCE<TAB>PREFIX; its translation starts with PREFIX.",
+        flag_values=values,
+    )
     for name, help_ in (
         ("temperature", "Sampling: divide the logits by this (0 = greedy). Default 1.0."),
         ("top_p", "Sampling: keep the most probable tokens holding this probability. Default 1."),
@@ -174,6 +217,7 @@ def _define(values: flags.FlagValues) -> None:
     for name, help_ in (
         ("top_k", "Sampling: keep the K most probable tokens (0 = all). Default 0."),
         ("seed", "Sampling: the random seed. Default 0."),
+        ("nbest", "Also the beam's N best hypotheses with scores (N <= beam size). Default 0."),
     ):
         flags.DEFINE_integer(name, None, help_, flag_values=values)
     for name, help_ in (
@@ -195,9 +239,31 @@ def _define(values: flags.FlagValues) -> None:
     )
 
 
+def check_ensemble_flags(values: flags.FlagValues) -> None:
+    """--ensemble names every model and each member its own checkpoint: not with
+    --workdir, --init_from, --task, --config, --checkpoint or --plot_attention (a one-line
+    error, exit 2, otherwise)."""
+    for flag in ("workdir", "init_from", "task", "config"):
+        if values[flag].present:
+            fail(
+                f"--{flag} does not go with --ensemble: list every model among its members, "
+                "each with its own config.json"
+            )
+    if values["checkpoint"].present:
+        fail(
+            "--checkpoint does not go with --ensemble: give each member its own, as "
+            "--ensemble DIR:CHECKPOINT,DIR:CHECKPOINT"
+        )
+    if values.plot_attention is not None:
+        fail("--plot_attention draws one model's attention: give --workdir, not --ensemble")
+
+
 def check_source_flags(values: flags.FlagValues) -> None:
-    """Exactly one of --workdir DIR and --init_from HF_DIR --task NAME, and only the flags
-    that go with it; a one-line error (exit 2) otherwise."""
+    """Exactly one of --workdir DIR, --init_from HF_DIR --task NAME and --ensemble M1,...,
+    and only the flags that go with it; a one-line error (exit 2) otherwise."""
+    if values.ensemble is not None:
+        check_ensemble_flags(values)
+        return
     if values.workdir and values.init_from:
         fail("give either --workdir (a trained run) or --init_from (a Hugging Face directory)")
     if not values.workdir and not values.init_from:
@@ -238,6 +304,17 @@ def check_source_flags(values: flags.FlagValues) -> None:
             )
 
 
+def check_prefix_flags(values: flags.FlagValues) -> None:
+    """--prefix TEXT or --prefix_from_input, not both, and only with --input (a one-line
+    error, exit 2, otherwise)."""
+    prefix, from_input = values.prefix is not None, bool(values.prefix_from_input)
+    if prefix and from_input:
+        fail("give either --prefix TEXT or --prefix_from_input, not both")
+    if (prefix or from_input) and values.input is None:
+        flag = "--prefix" if prefix else "--prefix_from_input"
+        fail(f"{flag} goes with --input: it forces how each input line's translation starts")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     values = parse_flags(argv, _define, USAGE)
@@ -248,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
         fail("--output goes with --input or --plot_attention")
     if values.split not in ("test", "dev"):
         fail(f"--split {values.split!r}: use test or dev")
+    check_prefix_flags(values)
     common = dict(
         checkpoint=values.checkpoint, options={name: values[name].value for name in OPTIONS}
     )
@@ -256,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     def evaluate() -> None:
         if values.init_from:
             task = tasks.pretrained_task(values.task, values.init_from, values.config)
+        elif values.ensemble is not None:
+            task = tasks.ensemble_task(values.ensemble)
         else:
             task = tasks.restore_task(values.workdir)
         if values.input is not None:
@@ -270,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
             os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
             task.plot_attention(values.plot_attention, output, **common)
         else:
-            check_writable(outdir, "--outdir")
+            check_writable(task.outdir(values.outdir), "--outdir")
             split = values.split if values["split"].present else task.splits[0]
             task.evaluate(split, outdir=values.outdir, **common)
 

@@ -38,6 +38,9 @@ def saved_run(tmp_path_factory):
     tokenizer = load_or_train_tokenizer(data_config, str(workdir))
     model = dict(
         vocab_size=tokenizer.source_vocab_size,
+        target_vocab_size=None,
+        share_embeddings=True,
+        tie_output=True,
         d_model=16,
         num_heads=2,
         d_ff=32,
@@ -191,6 +194,61 @@ def test_a_sampled_split_gets_a_report_of_its_own_with_its_settings(workdir, tmp
     assert hypotheses.read_text() == drawn and again["bleu"] == first["bleu"]
 
 
+def translate_file(workdir, tmp_path, lines: list[str], *flags: str) -> list[str]:
+    """The output lines of evaluate.py --input over ``lines``."""
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("".join(line + "\n" for line in lines))
+    evaluate(f"--workdir={workdir}", f"--input={source}", f"--output={output}",
+             "--max_extra_length=4", *flags)  # fmt: skip
+    return output.read_text().splitlines()
+
+
+LINES = ["hello", "the small cat", "ok", "yes, no"]
+
+
+def test_nbest_input_answers_a_json_list_a_line_headed_by_the_plain_translation(workdir, tmp_path):
+    plain = translate_file(workdir, tmp_path, LINES, "--beam_size=3")
+    listed = translate_file(workdir, tmp_path, LINES, "--beam_size=3", "--nbest=3")
+    answers = [json.loads(line) for line in listed]
+    assert [answer["source"] for answer in answers] == LINES
+    for answer, translation in zip(answers, plain, strict=True):
+        hypotheses = answer["hypotheses"]
+        assert len(hypotheses) == 3 and len({h["text"] for h in hypotheses}) > 1
+        assert hypotheses[0]["text"] == translation
+        scores = [h["score"] for h in hypotheses]
+        assert scores == sorted(scores, reverse=True)
+        assert all(h["logprob"] <= h["score"] < 0 for h in hypotheses)  # penalty > 1: alpha 0.6
+
+
+def test_a_split_with_nbest_writes_the_lists_beside_the_same_report(workdir, tmp_path):
+    for outdir, flags in ((tmp_path / "plain", []), (tmp_path / "nbest", ["--nbest=2"])):
+        evaluate(f"--workdir={workdir}", "--split=dev", f"--outdir={outdir}",
+                 "--max_extra_length=4", *flags)  # fmt: skip
+    stem = "dev-step200-beam2-maxextra4"  # nbest does not change the report's name
+    plain = json.loads((tmp_path / "plain" / f"{stem}.json").read_text())
+    report = json.loads((tmp_path / "nbest" / f"{stem}.json").read_text())
+    assert (report["bleu"], report["chrf"]) == (plain["bleu"], plain["chrf"])
+    assert (report["nbest"], report["nbest_file"]) == (2, f"{stem}.nbest.jsonl")
+    assert "nbest" not in plain and not (tmp_path / "plain" / f"{stem}.nbest.jsonl").exists()
+    hypotheses = (tmp_path / "nbest" / f"{stem}.hyp.txt").read_text().splitlines()
+    lists = [json.loads(line) for line in (tmp_path / "nbest" / f"{stem}.nbest.jsonl").open()]
+    assert len(lists) == report["num_sentences"] == 6
+    assert [listed["hypotheses"][0]["text"] for listed in lists] == hypotheses
+    assert all(len(listed["hypotheses"]) == 2 for listed in lists)
+
+
+@pytest.mark.parametrize("decoding", [["--beam_size=1"], ["--beam_size=2"], ["--sampling"]])
+def test_prefix_flags_force_how_each_translation_starts(workdir, tmp_path, decoding):
+    for line in translate_file(workdir, tmp_path, LINES, "--prefix=the small", *decoding):
+        assert line.startswith("the small")
+    tabbed = ["hello\tthe man", "ok\t", "yes, no\ta dog"]
+    forced = translate_file(workdir, tmp_path, tabbed, "--prefix_from_input", *decoding)
+    assert forced[0].startswith("the man") and forced[2].startswith("a dog")
+    # An empty prefix is none (a sample too: sentence i draws with its own key).
+    plain = translate_file(workdir, tmp_path, [line.split("\t")[0] for line in tabbed], *decoding)
+    assert forced[1] == plain[1] and forced[0] != plain[0]
+
+
 def test_plot_attention_writes_the_pictures(workdir, tmp_path):
     png = tmp_path / "attn.png"
     evaluate(f"--workdir={workdir}", "--plot_attention=the small cat", f"--output={png}",
@@ -210,6 +268,18 @@ def test_plot_attention_writes_the_pictures(workdir, tmp_path):
         ["--workdir={workdir}", "--output=x.txt"],
         ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--beam_size=4"],
         ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--top_p=0"],
+        ["--workdir={workdir}", "--input={workdir}/config.json", "--nbest=3"],  # beam 2
+        ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--nbest=1"],
+        ["--workdir={workdir}", "--prefix=the"],  # no --input
+        ["--workdir={workdir}", "--input=-", "--prefix=a", "--prefix_from_input"],
+        ["--workdir={workdir}", "--input={workdir}/config.json", "--prefix_from_input"],  # no TAB
+        ["--ensemble={workdir}", "--checkpoint=100"],  # each member names its own
+        ["--ensemble={workdir}", "--workdir={workdir}"],
+        ["--ensemble={workdir}", "--plot_attention=the cat"],
+        ["--ensemble={workdir},{workdir}:avg:x"],
+        ["--ensemble={workdir},"],
+        ["--ensemble={workdir},{missing}"],
+        ["--ensemble={workdir},{workdir}:300"],
     ],
 )
 def test_bad_requests_exit_with_status_2(workdir, tmp_path, flags, capsys):
@@ -219,6 +289,55 @@ def test_bad_requests_exit_with_status_2(workdir, tmp_path, flags, capsys):
     assert exit_info.value.code == 2
     message = capsys.readouterr().err.strip()
     assert message.startswith("error: ") and "\n" not in message
+
+
+def refusal(capsys, *flags: str) -> str:
+    """The one line evaluate.py exits with, status 2."""
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate(*flags)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.mark.parametrize(
+    "flag, said",
+    [
+        ("--beam_size=100000", "beam_size=100000 is wider than the target vocabulary"),
+        ("--nbest=1000000000", "nbest=1000000000: the list is drawn from the beam"),
+        ("--max_extra_length=1000000000", "learned positions end at model.max_len=64"),
+        ("--batch_size=1000000000", "GiB a decoding batch may take"),
+    ],
+)
+def test_decoding_sizes_beyond_the_model_are_refused_in_one_line(workdir, tmp_path, flag, said,
+                                                                 capsys):  # fmt: skip
+    source = tmp_path / "input.txt"
+    source.write_text("hello world\n", encoding="utf-8")
+    assert said in refusal(capsys, f"--workdir={workdir}", f"--input={source}", flag)
+    assert said in refusal(capsys, f"--workdir={workdir}", f"--outdir={tmp_path}", flag)
+    assert not list(tmp_path.glob("*.json"))  # refused before decoding the split
+
+
+@pytest.mark.parametrize(
+    "content, line",
+    [
+        (b"hello\n\xe9t\xe9\n", 2),  # latin-1
+        ("日本\n".encode()[:-2] + b"\n", 1),  # a character cut short
+        ("hello\n".encode("utf-16"), 1),
+    ],
+)
+def test_an_input_file_that_is_not_utf8_is_refused_naming_its_line(workdir, tmp_path, content,
+                                                                  line, capsys):  # fmt: skip
+    source = tmp_path / "input.txt"
+    source.write_bytes(content)
+    said = refusal(capsys, f"--workdir={workdir}", f"--input={source}")
+    assert said.startswith(f"error: --input {source}:{line}: not UTF-8 text (byte ")
+
+
+def test_stdin_that_is_not_utf8_is_refused_like_a_file(workdir, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hello\n\xff\n")))
+    said = refusal(capsys, f"--workdir={workdir}", "--input=-")
+    assert said.startswith("error: --input -:2: not UTF-8 text (byte 6)")
 
 
 def test_restored_parameters_are_those_saved(saved_run):
@@ -256,8 +375,69 @@ def test_decoding_settings_come_from_flags_then_the_config_then_the_defaults():
     settings = decoding_settings(config, alpha=0.8, beam_size=None)
     assert settings == {"beam_size": 4, "alpha": 0.8, "batch_size": 64,
                         "max_extra_length": 50, "penalty_form": "hf", "sampling": False,
-                        "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}  # fmt: skip
+                        "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
+                        "nbest": 0}  # fmt: skip
     assert decoding_settings(ml_collections.ConfigDict())["penalty_form"] == "gnmt"
     config.eval.penalty_form = "GNMT"
     with pytest.raises(UserError, match=r"eval.penalty_form='GNMT': use gnmt .* or hf"):
         decoding_settings(config)
+
+
+def test_an_ensemble_of_one_reports_as_its_model_and_of_two_lists_its_members(workdir, tmp_path):
+    flags = ("--split=dev", f"--outdir={tmp_path}", "--max_extra_length=4")
+    evaluate(f"--workdir={workdir}", *flags)
+    evaluate(f"--ensemble={workdir}", *flags)
+    evaluate(f"--ensemble={workdir}:100,{workdir}:avg:2", *flags)
+    alone = tmp_path / "dev-step200-beam2-maxextra4"
+    [one] = [p.with_suffix("") for p in tmp_path.glob("dev-ensemble1-*-beam2-maxextra4.json")]
+    [two] = [p.with_suffix("") for p in tmp_path.glob("dev-ensemble2-*-beam2-maxextra4.json")]
+    hypotheses = alone.with_suffix(".hyp.txt").read_text()
+    assert one.with_suffix(".hyp.txt").read_text() == hypotheses
+    single, report = (json.loads(path.with_suffix(".json").read_text()) for path in (alone, one))
+    assert report["bleu"] == single["bleu"] and report["step"] == 200
+    assert report["members"] == [{"path": str(workdir), "checkpoint": "step 200"}]
+    report = json.loads(two.with_suffix(".json").read_text())
+    assert report["members"] == [
+        {"path": str(workdir), "checkpoint": "step 100"},
+        {"path": str(workdir), "checkpoint": "average of steps [100, 200]"},
+    ]
+    assert report["checkpoint"].startswith("ensemble of 2: ") and report["num_sentences"] == 6
+    markdown = two.with_suffix(".md").read_text()
+    assert markdown.startswith("# dev, an ensemble of 2: BLEU") and "| member 2 |" in markdown
+
+
+def test_an_ensemble_answers_input_lines_with_nbest_lists_and_prefixes(workdir, tmp_path):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("".join(line + "\n" for line in LINES))
+    evaluate(f"--ensemble={workdir}:100,{workdir}", f"--input={source}", f"--output={output}",
+             "--max_extra_length=4", "--nbest=2", "--prefix=the small")  # fmt: skip
+    answers = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [answer["source"] for answer in answers] == LINES
+    for answer in answers:
+        assert len(answer["hypotheses"]) == 2
+        assert all(h["text"].startswith("the small") for h in answer["hypotheses"])
+
+
+@pytest.fixture(scope="module")
+def other_tokenizer_run(saved_run, tmp_path_factory):
+    """A copy of the saved run whose tokenizer was trained otherwise (BPE), of the same size."""
+    workdir = tmp_path_factory.mktemp("other") / "run"
+    shutil.copytree(saved_run[0], workdir)
+    shutil.rmtree(workdir / "tokenizer")
+    data_config = get_data_config()
+    data_config.update(vocab_size=200, demo_train_size=2000, spm_model_type="bpe")
+    tokenizer = load_or_train_tokenizer(data_config, str(workdir))
+    assert (
+        tokenizer.source_vocab_size == restore_task(str(saved_run[0])).tokenizer.source_vocab_size
+    )
+    return workdir
+
+
+def test_members_with_different_tokenizers_are_a_one_line_error(workdir, other_tokenizer_run,
+                                                                capsys):  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate(f"--ensemble={workdir},{other_tokenizer_run}:100", "--split=dev")
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "\n" not in message
+    assert f"members {workdir} and {other_tokenizer_run} have different tokenizers" in message

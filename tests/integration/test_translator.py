@@ -1,6 +1,9 @@
 """``from jaxtrans import Translator``: the Python way to load a translation run and translate,
 checked against what evaluate.py's task computes for the same run."""
 
+import dataclasses
+import json
+
 import jax
 import pytest
 from tiny_configs import tiny_translation_config
@@ -8,6 +11,7 @@ from tiny_configs import tiny_translation_config
 import jaxtrans
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import corpus_scores
+from jaxtrans.inference.nbest import Hypothesis
 from jaxtrans.tasks import restore_task, train_and_evaluate
 
 SENTENCES = ["ke tafo miro lesa .", "ke lesa tafo .", "miro ke tafo miro lesa lesa ."]
@@ -83,3 +87,58 @@ def test_sampling_is_reproducible_and_equals_the_tasks_prediction(workdir):
     assert translator.translate(SENTENCES, sampling=True, temperature=0.0) == greedy
     with pytest.raises(UserError, match="^sampling with beam_size=3: "):
         translator.translate(SENTENCES, sampling=True, beam_size=3)
+
+
+def test_nbest_lists_are_headed_by_the_translation_and_equal_the_tasks_json_lines(workdir):
+    translator = jaxtrans.Translator.load(workdir)
+    lists = translator.translate(SENTENCES, beam_size=3, nbest=3)
+    assert [listed[0].text for listed in lists] == translator.translate(SENTENCES, beam_size=3)
+    for listed in lists:
+        assert len(listed) == 3 and isinstance(listed[0], Hypothesis)
+        assert [h.score for h in listed] == sorted((h.score for h in listed), reverse=True)
+    lines = restore_task(workdir).predict(SENTENCES, options={"beam_size": 3, "nbest": 3})
+    assert [json.loads(line) for line in lines] == [
+        {"source": s, "hypotheses": [dataclasses.asdict(h) for h in listed]}
+        for s, listed in zip(SENTENCES, lists, strict=True)
+    ]
+    with pytest.raises(UserError, match="^nbest=4 with beam_size=3: "):
+        translator.translate(SENTENCES, beam_size=3, nbest=4)
+    with pytest.raises(UserError, match="leave nbest out"):
+        translator.score(SENTENCES, SENTENCES, nbest=2)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_prefix_starts_every_translation_as_the_tasks_prefix_option_does(workdir, beam_size):
+    translator = jaxtrans.Translator.load(workdir)
+    forced = translator.translate(SENTENCES, beam_size=beam_size, prefix="the man")
+    assert all(translation.startswith("the man") for translation in forced)
+    options = {"beam_size": beam_size, "prefix": "the man"}
+    assert restore_task(workdir).predict(SENTENCES, options=options) == forced
+    each = translator.translate(SENTENCES, beam_size=beam_size, prefix=["a", "", "the dog"])
+    assert each[0].startswith("a") and each[2].startswith("the dog")
+    assert each[1] == translator.translate(SENTENCES[1:2], beam_size=beam_size)[0]
+
+
+def test_an_ensemble_of_one_translates_as_its_model(workdir):
+    alone, one = jaxtrans.Translator.load(workdir), jaxtrans.Translator.load([workdir])
+    for beam_size in (1, 3):
+        assert one.translate(SENTENCES, beam_size=beam_size) == alone.translate(
+            SENTENCES, beam_size=beam_size
+        )
+    ours, theirs = (t.translate(SENTENCES, beam_size=3, nbest=2) for t in (one, alone))
+    for listed, expected in zip(ours, theirs, strict=True):
+        assert [h.text for h in listed] == [h.text for h in expected]
+        assert [h.score for h in listed] == pytest.approx([h.score for h in expected], abs=1e-5)
+    assert one.step == 4 and one.description == f"ensemble of 1: {workdir} step 4"
+
+
+def test_an_ensemble_of_two_checkpoints_decodes_with_nbest_prefixes_and_sampling(workdir):
+    two = jaxtrans.Translator.load([f"{workdir}:2", workdir])
+    assert two.description == f"ensemble of 2: {workdir} step 2; {workdir} step 4"
+    lists = two.translate(SENTENCES, beam_size=3, nbest=2, prefix="the man")
+    assert all(len(listed) == 2 for listed in lists)
+    assert all(h.text.startswith("the man") for listed in lists for h in listed)
+    sampled = two.translate(SENTENCES, sampling=True, seed=1)
+    assert two.translate(SENTENCES, sampling=True, seed=1, batch_size=1) == sampled
+    with pytest.raises(UserError, match="give each member its own, as DIR:CHECKPOINT"):
+        jaxtrans.Translator.load([workdir], checkpoint="2")
