@@ -11,6 +11,7 @@ import tomllib
 import pytest
 from paths import REPO
 
+import jaxtrans.compile
 import jaxtrans.plot
 import jaxtrans.programs.evaluate
 import jaxtrans.programs.train
@@ -19,6 +20,7 @@ SCRIPTS = {
     "jaxtrans-train": jaxtrans.programs.train.main,
     "jaxtrans-evaluate": jaxtrans.programs.evaluate.main,
     "jaxtrans-plot": jaxtrans.plot.main,
+    "jaxtrans-compile": jaxtrans.compile.main,
 }
 
 
@@ -57,7 +59,8 @@ def test_console_script_help_prints_usage_and_exits_0(name, capsys):
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr().out
     assert "usage:" in out
-    assert ("DIR" if name == "jaxtrans-plot" else "--workdir DIR") in out
+    expected = {"jaxtrans-plot": "DIR", "jaxtrans-compile": "--topology SLICE"}
+    assert expected.get(name, "--workdir DIR") in out
 
 
 def test_installed_script_runs_as_a_command():
