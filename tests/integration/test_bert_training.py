@@ -193,7 +193,7 @@ def test_evaluating_a_pretraining_run_on_test_or_a_workdir_of_an_unknown_task_is
 ):
     with pytest.raises(UserError, match="use --split dev"):
         evaluate_workdir(str(pretrained), split="test")
-    (tmp_path / "config.json").write_text(json.dumps({"task": "tagging", "model": {}}))
+    (tmp_path / "config.json").write_text(json.dumps({"task": "tagging", "model": {}, "data": {}}))
     with pytest.raises(UserError, match="task='tagging' is not one of translation, bert_"):
         evaluate_workdir(str(tmp_path), split="dev")
 

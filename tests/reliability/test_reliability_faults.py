@@ -188,7 +188,7 @@ def test_sigterm_saves_the_current_step_exits_0_in_bounded_time_and_the_rerun_co
 # number, so that a signal reliably lands in the middle of the tiny run.
 SLOW_BATCHES = """
 import time
-from jaxtrans.training import loop, step_layout
+from jaxtrans.training import loop
 global_batch = loop.global_batch
 def slow_global_batch(*args):
     time.sleep(0.3)
@@ -221,7 +221,7 @@ def test_stopped_by_sigterm_and_resumed_the_run_ends_bitwise_equal_to_an_uninter
 SLOW_STEPS = """
 import time
 import jax, jax.numpy as jnp
-from jaxtrans.training import loop
+from jaxtrans.training import loop, step_layout
 
 def matrix_products(seed):
     x = jnp.full((600, 600), seed * 1e-6, jnp.float32)
