@@ -4,7 +4,10 @@
 
 Prints one line ``RESULT {json}``: the compiled sharding of an encoder block's output (the
 residual stream) under the default rules and with "length" on the tensor axis, the
-sharding of a stacked kernel, and the loss of one scanned train step on a 2x2x2 mesh.
+sharding of a stacked kernel, and one train step on a varied padded batch
+(parallel_step.fixed_batch) twice from the same parameters: scanned on a 2x2x2 mesh and
+per layer on one device: both losses and gradient norms, the largest difference between
+their updated parameters and the largest update.
 """
 
 import json
@@ -13,8 +16,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
+from parallel_step import DATA, fixed_batch
 
 from jaxtrans.models import TransformerConfig
+from jaxtrans.models.layer_stacks import arrange_layers, unstack_layers
 from jaxtrans.nn.blocks import EncoderBlock
 from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
@@ -42,13 +48,14 @@ def residual_stream_sharding(mesh, rules) -> list:
     return spec(y.sharding)
 
 
-def scanned_train_step(mesh) -> dict:
-    """One train step of the scanned model, traced under the mesh and the default rules."""
-    run = {
-        "train": {"label_smoothing": 0.1},
-        "data": {"max_source_length": 8, "max_target_length": 8},
-    }
-    task = TranslationTask(ml_collections.ConfigDict(run), CONFIG)
+def train_step(config: TransformerConfig, mesh, batch) -> tuple[dict, dict, dict, list]:
+    """One train step of ``config``'s model, traced under the mesh and the default rules,
+    from the per-layer model's initial parameters (stacked when scanned) -> (parameters
+    before and after, per layer, on the host; the step's metrics; the sharding spec of the
+    first feed-forward kernel of the encoder)."""
+    run = {"train": {"label_smoothing": 0.1}, "data": DATA}
+    task = TranslationTask(ml_collections.ConfigDict(run), config)
+    per_layer = TranslationTask(task.config, config.replace(scan_layers=False))
     optimizer_config = ml_collections.ConfigDict(
         dict(
             name="adamw", b1=0.9, b2=0.98, eps=1e-6, weight_decay=0.01, schedule="constant",
@@ -56,18 +63,49 @@ def scanned_train_step(mesh) -> dict:
         )
     )  # fmt: skip
     optimizer, schedule = make_optimizer(optimizer_config, 32, 100)
-    state, shardings, _ = init_train_state(task.init_params, optimizer, mesh, jax.random.key(0))
-    kernel = state.params["encoder"]["layers"]["feed_forward"]["wi"]["kernel"]
-    ids = jnp.full((8, 8), 5, jnp.int32)
-    batch = {"source": ids, "target_in": ids, "target_out": ids}
+    init = lambda rng: arrange_layers(per_layer.init_params(rng), config.scan_layers)  # noqa: E731
+    state, shardings, _ = init_train_state(init, optimizer, mesh, jax.random.key(0))
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.LOGICAL_RULES):
         step = jax.jit(
             lambda s, b: make_train_step(task, optimizer, schedule)(s, b, s.dropout_key()),
             in_shardings=(shardings, sharding.batch_sharding(mesh)),
             out_shardings=(shardings, sharding.replicated(mesh)),
         )
-        _, metrics = step(state, batch)
-    return {"kernel_spec": spec(kernel.sharding), "loss": float(metrics["loss"])}
+        new_state, metrics = step(state, jax.device_put(batch, sharding.batch_sharding(mesh)))
+    encoder = state.params["encoder"]
+    kernel = (encoder["layers"] if config.scan_layers else encoder["layer_0"])["feed_forward"]
+    host = lambda params: unstack_layers(jax.device_get(params))  # noqa: E731
+    return (
+        host(state.params),
+        host(new_state.params),
+        jax.device_get(metrics),
+        spec(kernel["wi"]["kernel"].sharding),
+    )
+
+
+def scanned_train_step(mesh) -> dict:
+    """The scanned step on ``mesh`` and the per-layer step on one device, compared."""
+    config = CONFIG.replace(
+        dropout_rate=0.0, attention_dropout_rate=0.0, activation_dropout_rate=0.0
+    )
+    batch = fixed_batch()
+    one_device = sharding.make_mesh(
+        ml_collections.ConfigDict(dict(data=1, fsdp=1, tensor=1)), jax.devices()[:1]
+    )
+    before, scanned, metrics, kernel_spec = train_step(config, mesh, batch)
+    _, reference, reference_metrics, _ = train_step(
+        config.replace(scan_layers=False), one_device, batch
+    )
+    pairs = zip(jax.tree.leaves(scanned), jax.tree.leaves(reference), strict=True)
+    updates = zip(jax.tree.leaves(reference), jax.tree.leaves(before), strict=True)
+    return {
+        "kernel_spec": kernel_spec,
+        "loss": [float(metrics["loss"]), float(reference_metrics["loss"])],
+        "grad_norm": [float(metrics["grad_norm"]), float(reference_metrics["grad_norm"])],
+        "same_structure": jax.tree.structure(scanned) == jax.tree.structure(reference),
+        "param_difference": max(float(np.max(np.abs(a - b))) for a, b in pairs),
+        "update": max(float(np.max(np.abs(a - b))) for a, b in updates),
+    }
 
 
 def main() -> None:

@@ -189,30 +189,39 @@ def test_the_exported_sentencepiece_tokenizer_gives_the_runs_ids(trained, tmp_pa
     assert (theirs.pad_token_id, theirs.mask_token_id) == (ours.pad_id, ours.mask_id)
 
 
+def fine_tune(root, workdir, **model) -> None:
+    """configs/bert_classify.py from the Hugging Face BERT in ``root`` on its train.tsv,
+    trained 2 steps without dropout (so that the steps are the same however the layers are
+    computed); ``model``: more model fields."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from configs import bert_classify
+
+    config = bert_classify.get_config()
+    config.init_from = str(root)
+    config.update_from_flattened_dict(
+        {
+            "data.classification_train": str(root / "train.tsv"), "data.max_seq_length": 16,
+            "data.batch_size": 2, "train.num_steps": 2, "train.eval_every": 0,
+            "train.log_every": 1, "train.async_checkpoints": False,
+            "model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0,
+            **{f"model.{key}": value for key, value in model.items()},
+        }
+    )  # fmt: skip
+    train_and_evaluate(config, str(workdir))
+
+
 @pytest.fixture(scope="module")
 def fine_tuned(tmp_path_factory):
     """configs/bert_classify.py from a random Hugging Face BERT with a WordPiece
     vocabulary, trained 2 steps on a sentence-pair TSV: labels neg, pos."""
     from test_bert_predict import save_model
 
-    if REPO not in sys.path:
-        sys.path.insert(0, REPO)
-    from configs import bert_classify
-
     root = tmp_path_factory.mktemp("fine_tuned")
     save_model(transformers.BertForMaskedLM, root, seed=3)
     train = root / "train.tsv"
     train.write_text("pos\tparis is the capital\tof france\nneg\trome , italy\nneg\ta city\n")
-    config = bert_classify.get_config()
-    config.init_from = str(root)
-    config.update_from_flattened_dict(
-        {
-            "data.classification_train": str(train), "data.max_seq_length": 16,
-            "data.batch_size": 2, "train.num_steps": 2, "train.eval_every": 0,
-            "train.log_every": 1, "train.async_checkpoints": False,
-        }
-    )  # fmt: skip
-    train_and_evaluate(config, str(root / "run"))
+    fine_tune(root, root / "run")
     return root / "run"
 
 
@@ -243,6 +252,45 @@ def test_an_exported_classifier_keeps_its_labels_vocabulary_and_predictions(fine
     expected = theirs.softmax(-1)[0].numpy()
     got = [ours["probabilities"][label] for label in ("neg", "pos")]
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOL)
+
+
+def training_losses(workdir) -> list[float]:
+    with open(workdir / "metrics.jsonl") as f:
+        return [r["loss"] for r in map(json.loads, f) if "split" not in r]
+
+
+def test_a_scanned_fine_tuning_run_trains_and_exports_as_the_per_layer_run(fine_tuned, tmp_path):
+    """model.scan_layers=True: the per-layer run's losses, and python -m jaxtrans.export
+    writes its Hugging Face directory (to float32 rounding), per layer, as transformers
+    loads it."""
+    scanned = tmp_path / "scanned"
+    fine_tune(fine_tuned.parent, scanned, scan_layers=True)
+    assert restore_task(str(scanned)).model_config.scan_layers
+    losses, expected = training_losses(scanned), training_losses(fine_tuned)
+    assert len(losses) == 2 and losses != expected[:1] * 2  # two steps, not one loss twice
+    np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=0)
+
+    export("--workdir", str(scanned), "--output", str(tmp_path / "scanned-hf"))
+    export("--workdir", str(fine_tuned), "--output", str(tmp_path / "per-layer-hf"))
+    ours, theirs = tmp_path / "scanned-hf", tmp_path / "per-layer-hf"
+    names = sorted(p.name for p in theirs.iterdir())
+    assert sorted(p.name for p in ours.iterdir()) == names
+    for name in names:
+        if name != "model.safetensors":
+            assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+    reference, info = transformers.BertForSequenceClassification.from_pretrained(
+        ours, output_loading_info=True
+    )
+    assert {k: v for k, v in info.items() if v} == {}  # no missing or unexpected tensors
+    per_layer = transformers.BertForSequenceClassification.from_pretrained(theirs)
+    expected = per_layer.state_dict()
+    assert reference.state_dict().keys() == expected.keys()
+    for name, tensor in reference.state_dict().items():
+        # Not the key biases: softmax ignores a constant added to every score, so their
+        # gradient is rounding noise, which Adam scales up to steps of the learning rate.
+        if not name.endswith("self.key.bias"):
+            np.testing.assert_allclose(tensor.numpy(), expected[name].numpy(), atol=1e-6,
+                                       err_msg=name)  # fmt: skip
 
 
 def test_a_bpe_sentencepiece_tokenizer_converts_exactly_and_a_char_one_says_why_not(tmp_path):

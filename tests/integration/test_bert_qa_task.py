@@ -1,6 +1,7 @@
 """The question-answering task end to end: train.py on the demo corpus (tiny), evaluate.py
---workdir (exact match / F1 report and the predictions file) and --input, and answers of
-a Hugging Face BertForQuestionAnswering directory equal to those computed from
+--workdir (exact match / F1 report and the predictions file) and --input, a SQuAD file
+scored as the official evaluation scripts score it (tests/helpers/squad_evaluation.py), and
+answers of a Hugging Face BertForQuestionAnswering directory equal to those computed from
 transformers' own logits with the same rule."""
 
 import json
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import squad_evaluation
 from paths import REPO
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is built and read locally
@@ -19,9 +21,7 @@ import transformers
 
 from jaxtrans import tasks
 from jaxtrans.data.qa.demo import demo_squad
-from jaxtrans.data.qa.squad import gold_answers
 from jaxtrans.errors import UserError
-from jaxtrans.inference.squad_metrics import squad_scores
 
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
@@ -67,6 +67,30 @@ def trained(tmp_path_factory):
     return workdir
 
 
+def squad_document(examples, more_answers=None) -> dict:
+    """The examples as a SQuAD 2.0 JSON document, a paragraph each; ``more_answers``: id ->
+    gold answer texts that replace all but the first (at offset 0: only the first answer's
+    offset is used, for the loss)."""
+    more_answers = more_answers or {}
+    paragraphs = []
+    for e in examples:
+        answers = [{"text": a.text, "answer_start": a.start} for a in e.answers]
+        if e.id in more_answers:
+            answers[1:] = [{"text": t, "answer_start": 0} for t in more_answers[e.id]]
+        qa = {"id": e.id, "question": e.question, "answers": answers}
+        paragraphs.append({"context": e.context, "qas": [{**qa, "is_impossible": e.is_impossible}]})
+    return {"version": "v2.0", "data": [{"title": "demo", "paragraphs": paragraphs}]}
+
+
+def assert_official_scores(report, official):
+    """A report's scores (fractions) equal the official script's (percentages)."""
+    expected = {
+        "exact_match" if k == "exact" else k: v if k.endswith("total") else v / 100
+        for k, v in official.items()
+    }
+    assert {k: report.get(k) for k in expected} == pytest.approx(expected, abs=1e-9)
+
+
 def test_train_and_evaluate_report_exact_match_f1_and_write_predictions(trained):
     with open(trained / "metrics.jsonl") as f:
         records = [json.loads(line) for line in f]
@@ -80,14 +104,51 @@ def test_train_and_evaluate_report_exact_match_f1_and_write_predictions(trained)
     null_odds = json.loads((trained / "eval" / "dev-step4-null_odds.json").read_text())
     dev_examples = demo_squad(TINY_QA["data.qa_demo_eval_questions"], 0, "dev", 0.2)
     assert set(predictions) == set(null_odds) == {e.id for e in dev_examples}
-    expected = squad_scores(gold_answers(dev_examples), predictions, breakdown=True)
+    expected = squad_evaluation.evaluate_v2(squad_document(dev_examples), predictions)
     assert report["task"] == "bert_question_answering" and report["split"] == "dev"
     assert report["examples"] == len(dev_examples) and report["windows"] >= len(dev_examples)
-    for key, value in expected.items():
-        assert report[key] == pytest.approx(value), key
+    assert_official_scores(report, expected)
     assert dev["exact_match"] == pytest.approx(report["exact_match"])
     contexts = {e.id: e.context for e in dev_examples}
     assert all(text == "" or text in contexts[qid] for qid, text in predictions.items())
+
+
+def test_a_squad_file_with_several_answers_a_question_is_scored_as_the_official_scripts(
+    trained, tmp_path
+):
+    task = tasks.restore_task(str(trained))
+    encoded = task.encoded_split("dev")  # the demo's dev questions
+    _, answers = task.answer(task.restore_params().params, encoded)
+    # More gold answers, made from the model's own spans, so that the scores are not all 0:
+    # the span in capitals with an article and punctuation (exact after normalisation), its
+    # first word with more words (partial F1), none, or an article (dropped: it normalises
+    # to "", which would match an empty prediction).
+    more_answers = {}
+    spans = [(e, a["answer"] or "x") for e, a in zip(encoded.examples, answers, strict=True)]
+    for k, (example, span) in enumerate((e, s) for e, s in spans if e.answers):
+        more = [[f"The {span.upper()}!"], [f"{span.split()[0]} of the town", "north"], [], ["the"]]
+        more_answers[example.id] = more[k % 4]
+    document = squad_document(encoded.examples, more_answers)
+    (tmp_path / "dev.json").write_text(json.dumps(document))
+    # About half the questions answered "" (the null score wins), half with their span.
+    odds = sorted(a["null_score"] - a["score"] for a in answers)
+    task = tasks.restore_task(str(trained))
+    task.config.data.qa_dev = str(tmp_path / "dev.json")
+    task.config.eval.null_score_diff_threshold = float(odds[len(odds) // 2])
+    report = task.evaluate("dev", outdir=str(tmp_path / "eval"))
+    predictions = json.loads((tmp_path / "eval" / "dev-step4-predictions.json").read_text())
+    assert "" in predictions.values() and set(predictions.values()) != {""}
+    official = squad_evaluation.evaluate_v2(document, predictions)
+    assert_official_scores(report, official)
+    assert 0 < official["HasAns_exact"] < official["HasAns_f1"] and official["NoAns_exact"] > 0
+    # The answerable questions without the article answers are a SQuAD 1.1 file (whose
+    # answers never normalise to ""): evaluate-v1.1.py's scores.
+    paragraphs = [p for p in document["data"][0]["paragraphs"] if p["qas"][0]["answers"]]
+    for p in paragraphs:
+        p["qas"][0]["answers"] = [a for a in p["qas"][0]["answers"] if a["text"] != "the"]
+    expected = squad_evaluation.evaluate_v1({"data": [{"paragraphs": paragraphs}]}, predictions)
+    assert report["HasAns_exact"] == pytest.approx(expected["exact_match"] / 100, abs=1e-9)
+    assert report["HasAns_f1"] == pytest.approx(expected["f1"] / 100, abs=1e-9)
 
 
 def test_evaluate_input_answers_each_line_with_offsets_into_its_context(trained, tmp_path):

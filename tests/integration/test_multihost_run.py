@@ -1,7 +1,7 @@
 """A multi-host run of the real train.py: 2 processes x 4 forced CPU devices (mesh data 2 x
 fsdp 2 x tensor 2, joined by jax.distributed on 127.0.0.1), killed with SIGKILL and
-restarted, then continued on 1 process x 1 device and 1 process x 8 devices, and scored by
-evaluate.py.
+restarted, then continued on 1 process x 1 device and 1 process x 8 devices, and its
+checkpoint scored by evaluate.py on one process as the run itself scored it.
 
 The processes are forked by the reliability tests' program server (tests/helpers/program_server.py),
 so each pays no imports; every run is ``train.py`` with the tiny demo flags of
@@ -31,6 +31,9 @@ from reliability_runs import (
 STEPS = 8
 MESH_2x2x2 = {"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}
 MESH_1x1x1 = {"mesh.data": 1, "mesh.fsdp": 1, "mesh.tensor": 1}
+# The reference run decodes the dev sentences greedily after steps 6 and 8 (BLEU and chrF
+# in metrics.jsonl): what its checkpoints must translate to when evaluate.py restores them.
+DEV_EVALUATION = ("--config.train.eval_every=6", "--config.eval.beam_size=1")
 
 
 def flags(mesh: dict) -> list[str]:
@@ -89,17 +92,18 @@ def finish(runs: list, timeout: float = 240.0) -> None:
         assert status == 0, f"process {index}: status {status}\n{run.stdout}\n{run.stderr}"
 
 
-def train_2x4(workdir: str) -> list:
-    runs = start_processes(workdir, 2, 4, MESH_2x2x2)
+def train_2x4(workdir: str, extra: tuple[str, ...] = ()) -> list:
+    runs = start_processes(workdir, 2, 4, MESH_2x2x2, extra)
     finish(runs)
     return runs
 
 
 @pytest.fixture(scope="module")
 def reference() -> str:
-    """An uninterrupted 2 x 4 run of STEPS steps, a checkpoint every 2."""
+    """An uninterrupted 2 x 4 run of STEPS steps, a checkpoint every 2, dev BLEU after 6
+    and 8 (the other runs compare only its training records: they do not evaluate)."""
     workdir = os.path.join(scratch(), "multihost-reference")
-    runs = train_2x4(workdir)
+    runs = train_2x4(workdir, DEV_EVALUATION)
     # Process 0 trained the tokenizer; process 1 waited for it and loaded it.
     assert "training from scratch" in runs[0].stdout
     assert checkpoint_steps(workdir) == [2, 4, 6, 8]
@@ -211,17 +215,31 @@ def test_a_2_process_checkpoint_continues_on_one_process_with_the_same_losses(
     )
 
 
-def test_evaluate_scores_a_checkpoint_of_the_2_process_run(reference, tmp_path):
+def test_evaluate_on_one_process_translates_a_2_process_checkpoint_as_the_run_did(
+    reference, tmp_path
+):
+    """Checkpoint 6, restored by evaluate.py on one device, decodes the dev sentences to the
+    hypotheses the 2 processes decoded from their parameters in memory after step 6: the
+    same BLEU and chrF, to the last bit."""
     outdir = str(tmp_path / "eval")
     run = run_program(
         "evaluate.py",
-        ["--workdir", reference, "--checkpoint", "6", "--beam_size", "1", "--outdir", outdir],
+        ["--workdir", reference, "--checkpoint", "6", "--split", "dev", "--beam_size", "1",
+         "--outdir", outdir],
         env=device_env(1),
-    )
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    with open(os.path.join(outdir, "test-step6-greedy.json"), encoding="utf-8") as f:
+    with open(os.path.join(outdir, "dev-step6-greedy.json"), encoding="utf-8") as f:
         report = json.load(f)
-    assert report["num_sentences"] == 40 and 0 <= report["bleu"] <= 100
+    with open(os.path.join(reference, "metrics.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    (during,) = [r for r in records if r.get("split") == "dev" and r["step"] == 6]
+    assert report["num_sentences"] == 40
+    assert (report["bleu"], report["chrf"]) == (during["bleu"], during["chrf"])
+    # Hypotheses that differ from sentence to sentence: scores that tell them apart.
+    with open(os.path.join(outdir, "dev-step6-greedy.hyp.txt"), encoding="utf-8") as f:
+        hypotheses = f.read().splitlines()
+    assert len(hypotheses) == 40 and len(set(hypotheses)) > 5 and report["chrf"] > 0
 
 
 def test_when_process_0_cannot_set_up_the_run_the_others_stop_too(tmp_path):

@@ -1,20 +1,17 @@
-"""train.max_minutes: a run stops itself when its wall-clock budget is spent."""
+"""train.max_minutes: a run stops itself when its wall-clock budget is spent (the runs
+here on a virtual clock, so that they stop at the same step on any machine)."""
 
 import json
 import os
-import re
-import subprocess
-import sys
 import time
 
 import pytest
-from paths import REPO
-from tiny_configs import TINY_TRANSLATION, tiny_translation_config
+from tiny_configs import tiny_translation_config
 
 from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import UserError
 from jaxtrans.tasks import load_task
-from jaxtrans.training import loop
+from jaxtrans.training import budget, loop
 from jaxtrans.training.budget import TimeBudget, process_start_time
 from jaxtrans.training.run_settings import check_run_settings
 
@@ -70,44 +67,81 @@ def test_a_budget_spent_before_training_stops_after_one_step_with_checkpoint_and
     assert [r["step"] for r in dev] == [1] and "bleu" in dev[0]
 
 
-def test_train_py_with_only_a_time_budget_trains_until_it_is_spent_then_says_so(tmp_path):
-    """A linear schedule there takes its length from the step time at the second log."""
-    peak, warmup = 1e-3, 1
-    flags = {**TINY_TRANSLATION, "train.num_steps": 0, "train.max_minutes": 0.5,
-             "train.checkpoint_every": 10_000, "train.compilation_cache_dir": "",
-             "train.eval_every": 10_000, "eval.beam_size": 1, "eval.dev_sentences": 4,
-             "optimizer.schedule": "linear", "optimizer.learning_rate": peak,
-             "optimizer.warmup_steps": warmup}  # fmt: skip
-    start = time.time()
-    result = subprocess.run(
-        [sys.executable, "train.py", "--config", "configs/demo.py",
-         "--workdir", str(tmp_path), *(f"--config.{k}={v}" for k, v in flags.items())],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
-    )  # fmt: skip
-    seconds = time.time() - start
+class VirtualClock:
+    """``time.time()`` for the loop and the budget: it moves only when a training step runs,
+    by the step's given duration, so that the run sees the same times on any machine."""
 
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "no step count; at most 0.5 minutes" in result.stdout
-    stops = [line for line in result.stdout.splitlines() if line.startswith("stopped after")]
-    fitted = re.search(r"linear schedule decays to 0 at step (\d+)", result.stdout)
-    if stops:  # the budget was spent first
-        assert len(stops) == 1, result.stdout
-        step = int(re.match(r"stopped after step (\d+): train.max_minutes=0.5 spent", stops[0])[1])
-        # Stopped at the budget (plus a step, the checkpoint and the evaluation), not later.
-        assert 30 <= seconds < 30 + 60, seconds
-    else:  # or the schedule fitted to it ended first (steps ran faster than estimated)
-        assert fitted, result.stdout
-        step = int(fitted[1])
-        assert f"step {step:>7}/{step}" in result.stdout and seconds < 30 + 60, seconds
-    assert checkpoint_steps(tmp_path) == [step]
-    assert [r["step"] for r in records(tmp_path) if r.get("split") == "dev"] == [step]
-    if step < 2:
-        return  # no second log on a machine this slow: nothing estimated
-    assert re.search(r"about \d+ steps fit in the time left", result.stdout)
-    last = int(re.search(r"linear schedule decays to 0 at step (\d+)", result.stdout)[1])
-    assert step <= last  # the schedule's end or the budget, whichever came first
-    assert Checkpointer(str(tmp_path)).restore_meta(step)["schedule_steps"] == last
+    def __init__(self, step_seconds):
+        self.now = 0.0  # the program's start
+        self.step_seconds = step_seconds  # step number -> its virtual seconds
+
+    def time(self) -> float:
+        return self.now
+
+    def install(self, monkeypatch) -> None:
+        monkeypatch.setattr(budget, "time", self)
+        monkeypatch.setattr(loop, "time", self)
+        take_step = loop.take_step
+
+        def timed_step(run, rs):
+            take_step(run, rs)
+            self.now += self.step_seconds(rs.step)
+
+        monkeypatch.setattr(loop, "take_step", timed_step)
+
+
+# Step 1 pays the compilation (10 s), step 3 the recompilation with the fitted schedule.
+COMPILING_STEPS = {1: 10.0, 3: 10.0}
+
+
+@pytest.mark.parametrize(
+    "later_steps, stops_at, spent",
+    [
+        # 1 s a step, as the second log measured: at step 2 (11 s) the 30 s budget has 19 s
+        # left, 9 of them for the recompilation (the first log's 10 s less its 1 s step):
+        # the schedule ends at step 2 + 10 = 12, at 21 + 9 = 30 s, with the budget.
+        (1.0, 12, False),
+        # 3 s a step after the refit: the budget is spent at step 6 (21 + 3 * 3 = 30 s).
+        (3.0, 6, True),
+    ],
+    ids=["the-fitted-schedule-ends-first", "the-budget-is-spent-first"],
+)
+def test_with_only_a_time_budget_the_run_fits_its_schedule_and_stops_when_it_is_spent(
+    tmp_path, monkeypatch, capsys, later_steps, stops_at, spent
+):
+    """A linear schedule there takes its length from the step time at the second log; the
+    run stops at the schedule's end or the budget's, whichever comes first. The clock is
+    virtual (VirtualClock): the steps take the seconds given here, everything else none."""
+    peak, warmup = 1e-3, 1
+    config = tiny_translation_config(
+        0,
+        **{"train.max_minutes": 0.5, "train.checkpoint_every": 10_000,
+           "train.compilation_cache_dir": "", "train.eval_every": 10_000,
+           "eval.beam_size": 1, "eval.dev_sentences": 4, "optimizer.schedule": "linear",
+           "optimizer.learning_rate": peak, "optimizer.warmup_steps": warmup},
+    )  # fmt: skip
+    clock = VirtualClock(lambda step: COMPILING_STEPS.get(step, 1.0 if step < 3 else later_steps))
+    clock.install(monkeypatch)
+    loop.train_and_evaluate(config, str(tmp_path), load_task, started=0.0)
+    out = capsys.readouterr().out
+
+    assert "no step count; at most 0.5 minutes" in out
+    assert "about 21 steps fit in the time left" in out  # 2 + 19 s at 1 s a step
+    last = 12
+    assert f"the linear schedule decays to 0 at step {last}," in out
+    stops = [line for line in out.splitlines() if line.startswith("stopped after")]
+    if spent:
+        assert stops == [
+            f"stopped after step {stops_at}: train.max_minutes=0.5 spent (0.5 minutes since "
+            f"the program started); saved checkpoint {stops_at}; rerun the command to go on"
+        ]
+    else:
+        assert not stops and f"step {last:>7}/{last}" in out
+    assert checkpoint_steps(tmp_path) == [stops_at]
+    assert [r["step"] for r in records(tmp_path) if r.get("split") == "dev"] == [stops_at]
+    assert Checkpointer(str(tmp_path)).restore_meta(stops_at)["schedule_steps"] == last
     # From step 3 on, the step compiled with that length: logged lr = schedule(step - 1).
     logged = {r["step"]: r["lr"] for r in records(tmp_path) if "lr" in r and r["step"] > 2}
+    assert sorted(logged) == list(range(3, stops_at + 1))
     for at, lr in logged.items():
         assert lr == pytest.approx(peak * (1 - (at - 1 - warmup) / (last - warmup)), rel=1e-5)

@@ -9,6 +9,7 @@ import pytest
 from jaxtrans.data.packing import FirstFitPacker
 from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
 from jaxtrans.data.translation.data_config import get_data_config
+from jaxtrans.data.translation.epochs import batches_per_epoch
 from jaxtrans.data.translation.pipeline import BATCH_KEYS, train_iterator
 from jaxtrans.data.translation.sources import training_pairs
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
@@ -189,6 +190,37 @@ def test_process_shards_are_disjoint_and_cover_the_data(numbered):
         shards.append(pair_numbers(take(iterator, shard_size), tokenizer))
     assert not set(shards[0]) & set(shards[1])
     assert sorted(shards[0] + shards[1]) == list(range(NUMBERED))
+
+
+def test_uneven_data_shards_end_their_epochs_at_different_steps_and_resume_so(numbered):
+    """103 pairs in 2 data shards: shard 0 holds the 52 even ones, shard 1 the 51 odd ones
+    (one row of each a step). Shard 1 starts its second epoch a step before shard 0, each
+    epoch a new permutation of its own pairs; states saved between the two boundaries
+    resume the same global batches on 1 process; the step count of an epoch is shard 0's."""
+    data, tokenizer = numbered
+    processes = [
+        train_iterator(data, tokenizer, seed=11, process_index=p, process_count=2) for p in range(2)
+    ]
+    read = [pair_numbers(take(iterator, 52), tokenizer) for iterator in processes]
+    evens, odds = list(range(0, NUMBERED, 2)), list(range(1, NUMBERED, 2))
+    assert sorted(read[0]) == evens  # shard 0's first epoch takes all 52 steps
+    assert sorted(read[1][:51]) == odds and read[1][51] in odds  # shard 1's ends at step 51
+    assert [iterator.stats()["epoch"] for iterator in processes] == [1.0, 52 / 51]
+    states = [json.loads(json.dumps(iterator.get_state())) for iterator in processes]
+    expected = global_batches(processes, 60)  # across shard 0's boundary, into epoch 2
+    second = [pair_numbers([b], tokenizer) for b in expected]
+    assert sorted(n for n, _ in second[:52]) == evens  # shard 0's second epoch: 52 more steps
+    assert sorted([read[1][51], *(m for _, m in second[:50])]) == odds
+    assert [n for n, _ in second[:52]] != read[0]  # a new order
+
+    alone = train_iterator(data, tokenizer, seed=11, process_index=0, process_count=1)
+    alone.restore_states(states, 0, 1)
+    for want, got in zip(expected, take(alone, 60), strict=True):
+        for key in BATCH_KEYS:
+            np.testing.assert_array_equal(want[key], got[key], err_msg=key)
+    assert batches_per_epoch(data, tokenizer, seed=11, process_count=2) == (52, 52)
+    for iterator in [*processes, alone]:
+        iterator.close()
 
 
 def test_each_epoch_is_a_new_permutation_and_unshuffled_reads_file_order(numbered):
