@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxtrans import tasks
+from jaxtrans.compilation_cache import use_run_compilation_cache
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.nbest import Hypothesis
@@ -43,21 +44,35 @@ class Translator:
         self.description = restored.description
 
     @classmethod
-    def load(cls, path: str | Sequence[str], checkpoint: str = "latest") -> "Translator":
+    def load(
+        cls,
+        path: str | Sequence[str],
+        checkpoint: str = "latest",
+        *,
+        compilation_cache_dir: str | None = None,
+    ) -> "Translator":
         """A translation workdir written by train.py (``checkpoint``: latest, best, a step
         or avg:K), or a Hugging Face Marian directory (its one set of weights). A list of
         them (each ``DIR`` or ``DIR:CHECKPOINT``) is an ensemble: its members share one
         tokenizer and decode together, each token chosen by the mean of their
-        probabilities (jaxtrans.inference.ensemble)."""
+        probabilities (jaxtrans.inference.ensemble).
+
+        compilation_cache_dir: where this process keeps its compiled decoders for the next
+        (jaxtrans.compilation_cache); None: the run config's train.compilation_cache_dir
+        (the first member's), "" none."""
         if not isinstance(path, str | os.PathLike):
-            return cls(TranslationEnsemble.load(list(path)), checkpoint)
-        path = os.fspath(path)
-        if huggingface_model_type(path) is not None:
-            task = tasks.pretrained_task("translation", path)
+            task = TranslationEnsemble.load(list(path))
         else:
-            task = tasks.restore_task(path)
-        if not isinstance(task, TranslationTask):
-            raise UserError(f"{path} is a {task.name} run; a Translator needs a translation run")
+            path = os.fspath(path)
+            if huggingface_model_type(path) is not None:
+                task = tasks.pretrained_task("translation", path)
+            else:
+                task = tasks.restore_task(path)
+            if not isinstance(task, TranslationTask):
+                raise UserError(
+                    f"{path} is a {task.name} run; a Translator needs a translation run"
+                )
+        use_run_compilation_cache(task.run_config, compilation_cache_dir)
         return cls(task, checkpoint)
 
     def settings(self, **given: Any) -> dict[str, Any]:

@@ -9,8 +9,11 @@ test of integration/ and reliability/ is ``slow``, and so is each unit test mark
 quick loop, the whole suite is what CI runs.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 
 import pytest
@@ -40,6 +43,14 @@ if os.environ.get("JAXTRANS_TEST_XLA_OPTIMIZE") != "1":
 # tests start inherit this too.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# Runs whose config keeps the default train.compilation_cache_dir (~/.cache/jaxtrans/xla),
+# in this process and in the programs it starts, use a temporary directory of this test
+# run instead (jaxtrans.compilation_cache), removed at its end: no test writes into the
+# home directory.
+if not os.environ.get("JAXTRANS_COMPILATION_CACHE_DIR"):
+    os.environ["JAXTRANS_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxtrans-xla-")
+    atexit.register(shutil.rmtree, os.environ["JAXTRANS_COMPILATION_CACHE_DIR"], True)
+
 # The kinds of test whose every test is slow: they start programs or train.
 SLOW_KINDS = ("integration", "reliability")
 
@@ -50,8 +61,19 @@ SLOW_KINDS = ("integration", "reliability")
 SHARED_GROUPS = ("reliability",)
 
 
+# Groups are handed to the workers in the order of the items, so the longest go first: a
+# long group handed out last would leave one worker running it alone at the end.
+KIND_ORDER = ("reliability", "integration", "unit", "docs")
+
+
+def _kind(item) -> str:
+    return os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items) -> None:
+    rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    items.sort(key=lambda item: rank.get(_kind(item), len(KIND_ORDER)))  # stable
     for item in items:
         path = os.path.relpath(str(item.path), TESTS)
         kind = path.split(os.sep)[0]

@@ -1,11 +1,11 @@
 """Translate lists of sentences: tokenise, batch by length, decode, detokenise, restore order.
 
 Sentences are sorted by length so that a batch holds similar lengths, and every batch
-is padded to a static shape (rows: the batch size or a power of two below it; source
-length: a multiple of ``length_multiple``) so the compiled decoder is reused. Results
-do not depend on the batching: padding rows and positions are masked out and every
-sentence keeps its own maximum output length (its source length + max_extra_length, plus
-its forced target prefix if it has one).
+is padded to one of a few fixed shapes (jaxtrans.inference.length_buckets: rows the batch
+size, lengths up a ladder of ``length_multiple`` times 1, 2, ..., 8, 10, 12, 14, 16, 20,
+...) so that a few compiled decoders serve any input. Results do not depend on the batching: padding
+rows and positions are masked out and every sentence keeps its own maximum output length
+(its source length + max_extra_length, plus its forced target prefix if it has one).
 
 A forced target prefix (``prefix``: one text for every sentence or one a sentence) is
 tokenised as a target (``encode_target``, no EOS); each output starts with its prefix's
@@ -15,9 +15,7 @@ tokens and goes on from there (jaxtrans.inference.search).
 tuple of parameter trees, one a member (jaxtrans.inference.ensemble).
 """
 
-import dataclasses
-import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import flax.linen as nn
@@ -26,7 +24,8 @@ import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate
-from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, member_configs, members
+from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, members
+from jaxtrans.inference.length_buckets import length_batches
 from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm, row_keys
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -40,15 +39,6 @@ class TranslationTokenizer(Protocol):
     def encode_target(self, text: str) -> list[int]: ...
 
     def decode_target(self, ids: list[int]) -> str: ...
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return max(multiple, -(-n // multiple) * multiple)
-
-
-def _batch_rows(n: int, batch_size: int) -> int:
-    """Static row count for n sentences: the batch size, or the next power of two below it."""
-    return min(batch_size, 1 << max(0, math.ceil(math.log2(n))))
 
 
 def hypothesis_ids(tokens: np.ndarray, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> list[int]:
@@ -137,64 +127,6 @@ def decoding_params(config: ModelConfig, params) -> tuple[ModelConfig, Any]:
         # cache between its layouts at each token (twice the time; docs/benchmarks.md).
         params, config = unstack_layers(params), config.replace(scan_layers=False)
     return config, jax.device_put(params)  # once, not at every batch (host arrays)
-
-
-def _position_limit(config: ModelConfig) -> int | None:
-    """The longest sequence every model places: the shortest learned position table
-    (max_len) among the members; None when none has one."""
-    limits = [c.max_len for c in member_configs(config) if c.position == "learned"]
-    return min(limits, default=None)
-
-
-@dataclasses.dataclass(frozen=True)
-class LengthBatch:
-    """Sentences of similar lengths padded to static shapes, for one compiled decoder."""
-
-    # The input index of each sentence; row r holds sentence indices[r], later rows are dummies.
-    indices: list[int]
-    # Source ids [rows, src_len] int32, PAD after the end.
-    source: np.ndarray
-    # Tokens each row may produce [rows] int32, EOS and prefix included; 0: a dummy row.
-    max_lengths: np.ndarray
-    # Forced target ids [rows, prefix_len] int32, PAD after each row's end; None: no prefix.
-    prefix: np.ndarray | None
-    # The static output length.
-    max_len: int
-
-
-def length_batches(
-    config: ModelConfig,
-    sources: Sequence[Sequence[int]],
-    prefixes: Sequence[Sequence[int]] | None,
-    *,
-    batch_size: int,
-    max_extra_length: int,
-    length_multiple: int,
-    pad_id: int = PAD_ID,
-) -> Iterator[LengthBatch]:
-    """The sentences in batches, longest first. A sentence may produce len(source) +
-    max_extra_length + len(prefix) tokens; learned positions exist only up to
-    config.max_len, so there longer sources are cut and outputs capped. A batch whose
-    sentences have no prefix tokens gets prefix None."""
-    position_limit = _position_limit(config)
-    sources = [list(s)[:position_limit] for s in sources]
-    prefixes = prefixes or [[] for _ in sources]
-    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # longest first
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        rows = _batch_rows(len(chunk), batch_size)
-        src_len = _round_up(max(len(sources[i]) for i in chunk), length_multiple)
-        longest_prefix = max(len(prefixes[i]) for i in chunk)
-        prefix_len = _round_up(longest_prefix, length_multiple) if longest_prefix else 0
-        max_len = min(src_len + max_extra_length + prefix_len, position_limit or math.inf)
-        source = np.full((rows, src_len), pad_id, np.int32)
-        prefix = np.full((rows, prefix_len), pad_id, np.int32)
-        max_lengths = np.zeros((rows,), np.int32)  # 0: a dummy row, finished at once
-        for row, i in enumerate(chunk):
-            source[row, : len(sources[i])] = sources[i]
-            prefix[row, : len(prefixes[i])] = prefixes[i]
-            max_lengths[row] = len(sources[i]) + max_extra_length + len(prefixes[i])
-        yield LengthBatch(chunk, source, max_lengths, prefix if prefix_len else None, int(max_len))
 
 
 def translate_ids(

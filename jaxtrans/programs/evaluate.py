@@ -25,6 +25,7 @@ import ml_collections
 from absl import flags
 
 from jaxtrans import tasks
+from jaxtrans.compilation_cache import use_run_compilation_cache
 from jaxtrans.errors import UserError
 from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
@@ -34,7 +35,7 @@ USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--sampling [--temperature T] [--top_k K] [--top_p P] [--seed S]]
                    [--nbest N] [--input FILE|- [--output FILE]
                    [--prefix TEXT | --prefix_from_input]] [--plot_attention SENTENCE
-                   [--output PNG]]
+                   [--output PNG]] [--compilation_cache_dir DIR]
        python evaluate.py --init_from HF_DIR --task NAME [--config FILE [--config.KEY=VALUE]]
                    [--input FILE|- [--output FILE]] [--outdir OUT [--split test|dev]]
        python evaluate.py --ensemble DIR[:CHECKPOINT],DIR[:CHECKPOINT],... [--split S]
@@ -54,7 +55,9 @@ beam's N best hypotheses with their scores: beside a split's report in {stem}.nb
 (the report scores the first), or with --input as one JSON object a line:
   {"source": "...", "hypotheses": [{"text": "...", "score": -0.42, "logprob": -1.9}, ...]}
 (logprob: the summed log-probability of its tokens and EOS; score: logprob over the
-length penalty, what beam search ranks by).
+length penalty, what beam search ranks by). --compilation_cache_dir DIR keeps the
+compiled programs for the next run, which then reads them instead of compiling (default:
+the run config's train.compilation_cache_dir, ~/.cache/jaxtrans/xla; "": none).
 
 --input FILE ('-': stdin): one answer a line, written to --output (default stdout).
 Translation: the translation. --prefix TEXT forces every translation to start with TEXT
@@ -199,6 +202,12 @@ def _define(values: flags.FlagValues) -> None:
     string(
         "outdir", None, "Directory of the reports (default DIR/eval; with --init_from: required)."
     )
+    string(
+        "compilation_cache_dir",
+        None,
+        'Keep compiled programs here for the next run ("": none). Default: the run '
+        "config's train.compilation_cache_dir (~/.cache/jaxtrans/xla).",
+    )
     flags.DEFINE_boolean(
         "sampling", None, "Sample each token instead of beam or greedy search.", flag_values=values
     )
@@ -338,6 +347,9 @@ def main(argv: list[str] | None = None) -> None:
             task = tasks.ensemble_task(values.ensemble)
         else:
             task = tasks.restore_task(values.workdir)
+        use_run_compilation_cache(
+            task.run_config, values.compilation_cache_dir, "--compilation_cache_dir"
+        )
         if values.input is not None:
             refuse(task, "--input", "predicts")
             if values.output is not None:

@@ -19,6 +19,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from jaxtrans.compilation_cache import use_compilation_cache
 from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
@@ -58,18 +59,8 @@ __all__ = [
     "evaluate",
     "global_batch",
     "run_length",
-    "setup_compilation_cache",
     "train_and_evaluate",
 ]
-
-
-def setup_compilation_cache(cache_dir: str) -> None:
-    """Persistent XLA compilation cache, so restarts compile in seconds."""
-    if not cache_dir:
-        return
-    os.makedirs(os.path.expanduser(cache_dir), exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def global_batch(local: dict[str, np.ndarray], sharding_) -> dict[str, jax.Array]:
@@ -103,7 +94,7 @@ def train_and_evaluate(
         ) from error
     if not os.access(workdir, os.W_OK):
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
-    setup_compilation_cache(config.train.compilation_cache_dir)
+    use_compilation_cache(config.train.compilation_cache_dir)  # restarts compile in seconds
     with WorkdirLock(workdir, enabled=is_main):
         return _train(config, workdir, make_task, is_main, budget)
 

@@ -27,6 +27,7 @@ LAYERS = {
     "config_sections": ("foundation", 0),
     "tpu_topologies": ("foundation", 0),
     "compiled_programs": ("foundation", 0),
+    "compilation_cache": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),
     "data": ("data", 3),

@@ -1,0 +1,126 @@
+"""Decoding batches of a few fixed shapes: few compiled programs, and the same translations
+as decoding each sentence alone."""
+
+import functools
+import random
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import pytest
+from tiny_configs import tiny_transformer_config
+
+from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.length_buckets import bucket_ladder, bucket_length, length_batches
+from jaxtrans.inference.translate import translate_ids
+from jaxtrans.models import Transformer
+from jaxtrans.vocab import EOS_ID
+
+# A shape no other test file decodes (vocabulary 19, d_ff 24, one decoder layer), so that
+# the jit caches' new entries below are this file's programs alone.
+CONFIG = tiny_transformer_config(vocab=19, d_ff=24, num_decoder_layers=1)
+SEARCH = dict(alpha=0.6, max_extra_length=5, length_multiple=4)
+
+
+@functools.cache
+def params() -> dict:
+    source = jnp.ones((1, 4), jnp.int32)
+    init = jax.jit(Transformer(CONFIG).init)
+    return nn.unbox(init(jax.random.key(2), source, source))["params"]
+
+
+def random_sources(count: int, longest: int, seed: int = 0) -> list[list[int]]:
+    """``count`` sentences of 1 to ``longest`` random ids (3..18), EOS appended."""
+    rng = random.Random(seed)
+    return sentences([rng.randint(1, longest) for _ in range(count)], seed)
+
+
+def sentences(lengths: list[int], seed: int = 0) -> list[list[int]]:
+    """A sentence of random ids (3..18) of each length, EOS appended."""
+    rng = random.Random(seed)
+    return [[*(rng.randrange(3, 19) for _ in range(n)), EOS_ID] for n in lengths]
+
+
+def shapes(config, sources, prefixes=None, *, batch_size=64, length_multiple=16, extra=50):
+    """The (rows, src_len, max_len, prefix_len) of the batches of ``sources``."""
+    batches = length_batches(
+        config,
+        sources,
+        prefixes,
+        batch_size=batch_size,
+        max_extra_length=extra,
+        length_multiple=length_multiple,
+    )
+    return {batch.shape for batch in batches}
+
+
+def test_a_length_lands_on_the_smallest_rung_holding_it():
+    lengths = (1, 16, 17, 127, 128, 129, 160, 161, 193, 224, 257, 321)
+    rungs = (16, 16, 32, 128, 128, 160, 160, 192, 224, 224, 320, 384)
+    assert [bucket_length(n, 16) for n in lengths] == list(rungs)
+    assert bucket_ladder(300, 16) == [16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
+
+
+def test_the_learned_position_limit_caps_every_bucket_and_the_output():
+    config = tiny_transformer_config("learned", max_len=50)
+    assert bucket_ladder(60, 16, limit=50) == [16, 32, 48, 50]
+    (batch,) = length_batches(
+        config, [[5] * 49 + [EOS_ID]], None, batch_size=8, max_extra_length=9, length_multiple=16
+    )
+    assert batch.shape == (1, 50, 50, 0)
+
+
+def test_a_thousand_sentences_of_random_lengths_make_no_more_shapes_than_buckets():
+    sources = random_sources(1000, 299)
+    ladder = bucket_ladder(300, 16)
+    found = shapes(tiny_transformer_config(), sources)
+    assert len(found) <= len(ladder)
+    assert {rows for rows, _, _, _ in found} == {64}
+    assert {src_len for _, src_len, _, _ in found} <= set(ladder)
+    # The output length follows from the bucket, not from the batch's sentences.
+    assert all(max_len == src_len + 50 for _, src_len, max_len, _ in found)
+
+
+def test_forced_prefixes_add_no_more_than_a_bucket_of_their_own_to_each_source_bucket():
+    sources = random_sources(1000, 120, seed=1)
+    rng = random.Random(1)
+    prefixes = [s[: rng.randint(0, 20)] for s in random_sources(1000, 40)]
+    found = shapes(tiny_transformer_config(), sources, prefixes)
+    source_buckets, prefix_buckets = bucket_ladder(121, 16), bucket_ladder(20, 16)
+    assert len(found) <= len(source_buckets) * (len(prefix_buckets) + 1)
+    assert {prefix_len for *_, prefix_len in found} <= {0, *prefix_buckets}
+
+
+def test_a_batch_holds_its_longest_sentence_in_at_most_one_and_a_quarter_times_its_length():
+    sources = random_sources(1000, 299, seed=2)
+    for batch in length_batches(
+        tiny_transformer_config(), sources, None, batch_size=16, max_extra_length=50,
+        length_multiple=16,
+    ):  # fmt: skip
+        longest = max(len(sources[i]) for i in batch.indices)
+        assert longest <= batch.source.shape[1] <= max(longest + 15, 1.25 * longest)
+
+
+def test_a_short_last_batch_takes_the_next_power_of_two_rows():
+    found = shapes(tiny_transformer_config(), random_sources(64 * 3 + 5, 10), batch_size=64)
+    assert {rows for rows, *_ in found} == {64, 8}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("beam_size", "decode"), [(1, greedy_decode), (3, beam_decode)])
+def test_bucketed_batches_compile_once_a_shape_and_decode_what_each_sentence_does_alone(
+    beam_size, decode
+):
+    # Batches of 4, longest first, EOS included: 8 7 4 3 (bucket 8: the 4 and the 3 padded
+    # to 8) and 2 2 (bucket 4, 2 rows); alone, each sentence has its own bucket.
+    sources = sentences([2, 7, 1, 6, 3, 1], seed=1)
+    search = dict(beam_size=beam_size, **SEARCH)
+    expected = shapes(CONFIG, sources, batch_size=4, length_multiple=4, extra=5)
+    before = decode._cache_size()
+    together = translate_ids(CONFIG, params(), sources, batch_size=4, **search)
+    assert decode._cache_size() - before == len(expected) == 2
+    assert translate_ids(CONFIG, params(), sources, batch_size=4, **search) == together
+    assert decode._cache_size() - before == len(expected)  # nothing compiled again
+    alone = [translate_ids(CONFIG, params(), [s], batch_size=1, **search)[0] for s in sources]
+    assert together == alone
+    assert len({tuple(h) for h in alone}) > 3  # the model's outputs differ by sentence
