@@ -91,18 +91,25 @@ def padded_random_batches(pairs, tokenizer, batch_size: int, max_source: int, ma
                 if len(source) <= max_source and len(target) < max_target:
                     sources.append(source)
                     targets.append(target)
-            source_length = max(map(len, sources))
-            target_length = max(map(len, targets)) + 1
-            batch = {
-                "source": np.full((len(sources), source_length), PAD_ID, np.int32),
-                "target_in": np.full((len(sources), target_length), PAD_ID, np.int32),
-                "target_out": np.full((len(sources), target_length), PAD_ID, np.int32),
-            }
-            for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
-                batch["source"][row, : len(source)] = source
-                batch["target_in"][row, : len(target) + 1] = [BOS_ID, *target]
-                batch["target_out"][row, : len(target) + 1] = [*target, EOS_ID]
-            yield batch
+            yield pad_batch(sources, targets)
+
+
+def pad_batch(sources: list[list[int]], targets: list[list[int]]) -> dict[str, np.ndarray]:
+    """Sources (ending in EOS) and targets (without BOS or EOS) padded to the longest:
+    source [rows, longest], target_in (BOS first) and target_out (EOS last) [rows,
+    longest target + 1], int32."""
+    source_length = max(map(len, sources))
+    target_length = max(map(len, targets)) + 1
+    batch = {
+        "source": np.full((len(sources), source_length), PAD_ID, np.int32),
+        "target_in": np.full((len(sources), target_length), PAD_ID, np.int32),
+        "target_out": np.full((len(sources), target_length), PAD_ID, np.int32),
+    }
+    for row, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        batch["source"][row, : len(source)] = source
+        batch["target_in"][row, : len(target) + 1] = [BOS_ID, *target]
+        batch["target_out"][row, : len(target) + 1] = [*target, EOS_ID]
+    return batch
 
 
 def main() -> int:

@@ -6,8 +6,16 @@ thunks inside it) over both threads, per step: matrix products (XNNPACK/YNNPACK
 fusions and dots) against everything else, the rest by kind of fusion, and the largest
 single thunks. Tracing slows the step by about a third; read the proportions.
 
+With ``--torch`` (or ``--torch_compile``) the PyTorch step of steps.py instead, under
+``torch.profiler``: its operators' own time per step (``key_averages``' self CPU time:
+the time on the calling thread less that of the operators inside; an operator's parallel
+loop over the other threads lies within it, not added to it, so compare proportions with
+the jaxtrans thunks' sum over threads), matrix products (``addmm``, ``mm``, ``bmm``, the
+fused attention) against the rest, the rest by operator.
+
     python benchmarks/profile_step.py small
     python benchmarks/profile_step.py base --scan_layers --trace_dir /tmp/trace
+    python benchmarks/profile_step.py small --torch
 """
 
 import argparse
@@ -25,6 +33,8 @@ import steps
 
 STEPS = 3
 MATMUL = ("ynn_fusion", "xnn_fusion", "dot", "convolution", "onednn")
+TORCH_MATMUL = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::_scaled_dot",
+                "aten::_flash_attention", "mkldnn", "aten::matmul")  # fmt: skip
 
 
 def parse_args() -> argparse.Namespace:
@@ -32,6 +42,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("shapes", help="a name in steps.SHAPES")
     parser.add_argument("--scan_layers", action="store_true", help="model.scan_layers=True")
     parser.add_argument("--trace_dir", default="", help="keep the trace here (default: temp)")
+    parser.add_argument("--torch", action="store_true", help="profile the eager PyTorch step")
+    parser.add_argument(
+        "--torch_compile", action="store_true", help="profile the torch.compile step"
+    )
     return parser.parse_args()
 
 
@@ -62,11 +76,50 @@ def thunk_self_ms(trace_dir: str) -> collections.Counter:
     return own
 
 
+def torch_profile(shapes_name: str, compiled: bool) -> int:
+    """Print the PyTorch step's own CPU time per step by operator."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    shapes = steps.SHAPES[shapes_name]
+    batch = steps.random_batch(shapes)
+    torch.set_num_threads(steps.cpu_threads())
+    step = steps.torch_step(shapes, compiled=compiled)
+    for _ in range(2):  # compile (torch.compile), then one more so that buffers are warm
+        step(batch)
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(STEPS):
+            step(batch)
+    wall = (time.perf_counter() - start) / STEPS
+    own = collections.Counter()
+    for event in prof.key_averages():
+        if event.self_cpu_time_total > 0:
+            own[event.key] += event.self_cpu_time_total / 1e3 / STEPS
+    matmul = sum(ms for name, ms in own.items() if name.startswith(TORCH_MATMUL))
+    total = sum(own.values())
+    way = "torch.compile" if compiled else "eager"
+    print(f"{shapes_name}, torch {way}: {wall:.3f} s a step under the profiler")
+    print(f"operators, own CPU time of the calling threads: {total:.0f} ms a step")
+    print(f"  matrix products: {matmul:.0f} ms ({100 * matmul / total:.0f}%)")
+    print(f"  everything else: {total - matmul:.0f} ms ({100 * (total - matmul) / total:.0f}%)")
+    print("everything else, by operator:")
+    rest = [(name, ms) for name, ms in own.most_common() if not name.startswith(TORCH_MATMUL)]
+    for name, ms in rest[:12]:
+        print(f"  {ms:7.1f} ms  {name}")
+    print("largest operators:")
+    for name, ms in own.most_common(8):
+        print(f"  {ms:7.1f} ms  {name}")
+    return 0
+
+
 def main() -> int:
     args = parse_args()
     if args.shapes not in steps.SHAPES:
         print(f"error: unknown shapes {args.shapes!r}; choose from {sorted(steps.SHAPES)}")
         return 2
+    if args.torch or args.torch_compile:
+        return torch_profile(args.shapes, compiled=args.torch_compile)
     shapes = steps.SHAPES[args.shapes]
     batch = steps.random_batch(shapes)
     config = steps.jaxtrans_config(shapes, scan_layers=args.scan_layers)

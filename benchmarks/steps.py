@@ -5,7 +5,9 @@ donated state, exactly as ``jaxtrans.training.loop`` does. PyTorch:
 ``torch.nn.Transformer`` with a shared token embedding scaled by sqrt(d_model),
 sinusoidal positions, dropout, the output projection tied to the embedding,
 label-smoothed cross entropy over non-pad targets, gradient clipping and Adam with the
-Noam schedule, in eager mode. Both take the same batch:
+Noam schedule, in eager mode or, with ``compiled=True``, the same step through
+``torch.compile`` (inductor): the forward and loss as one compiled function (its backward
+compiled with it), the clipping and the Adam update as another. Both take the same batch:
 rows of random token ids of random lengths, padded at the end.
 
 Sibling scripts import this module (``python benchmarks/<script>.py`` puts this folder
@@ -37,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs.base import get_config  # noqa: E402
 
 Batch = dict[str, np.ndarray]
+BATCH_KEYS = ("source", "target_in", "target_out")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,10 +199,20 @@ def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
     return table
 
 
-class TorchTransformer(torch.nn.Module):
-    """torch.nn.Transformer with the embeddings and output projection of the paper."""
+def causal_mask(length: int) -> torch.Tensor:
+    """[length, length] bool, True where a position may not look (the later positions).
+    Boolean like the padding masks: mixing a float mask with them makes torch warn, and the
+    warning breaks the graph that torch.compile captures."""
+    return torch.ones(length, length, dtype=torch.bool).triu(1)
 
-    def __init__(self, shapes: Shapes, dropout: float = 0.1, max_len: int = 512):
+
+class TorchTransformer(torch.nn.Module):
+    """torch.nn.Transformer with the embeddings and output projection of the paper;
+    ``norm_first=True`` makes its layers Pre-LN (jaxtrans's ``model.norm="pre"``)."""
+
+    def __init__(
+        self, shapes: Shapes, dropout: float = 0.1, max_len: int = 512, norm_first: bool = False
+    ):
         super().__init__()
         self.d_model = shapes.d_model
         self.embedding = torch.nn.Embedding(shapes.vocab_size, shapes.d_model)
@@ -214,6 +227,7 @@ class TorchTransformer(torch.nn.Module):
             dim_feedforward=shapes.d_ff,
             dropout=dropout,
             batch_first=True,
+            norm_first=norm_first,
         )
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
@@ -222,11 +236,10 @@ class TorchTransformer(torch.nn.Module):
 
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         """source [batch, src_len], target_in [batch, tgt_len] -> logits [batch, tgt_len, V]."""
-        causal = torch.nn.Transformer.generate_square_subsequent_mask(target_in.shape[1])
         y = self.transformer(
             self.embed(source),
             self.embed(target_in),
-            tgt_mask=causal,
+            tgt_mask=causal_mask(target_in.shape[1]),
             src_key_padding_mask=source == PAD_ID,
             tgt_key_padding_mask=target_in == PAD_ID,
             memory_key_padding_mask=source == PAD_ID,
@@ -235,33 +248,73 @@ class TorchTransformer(torch.nn.Module):
         return F.linear(y, self.embedding.weight)  # tied output projection
 
 
-def torch_step(shapes: Shapes, seed: int = 0) -> Callable[[Batch], float]:
-    """``step(batch) -> loss``: forward, backward, clip to norm 1, Adam(0.9, 0.98, 1e-9)
-    with the Noam schedule (warmup 4000) and label smoothing 0.1, as configs/base.py."""
-    run = get_config()
-    torch.manual_seed(seed)
-    model = TorchTransformer(shapes).train()
-    opt = run.optimizer
-    adam = torch.optim.Adam(model.parameters(), lr=1.0, betas=(opt.b1, opt.b2), eps=opt.eps)
-    noam = lambda i: shapes.d_model**-0.5 * min((i + 1) ** -0.5, (i + 1) * opt.warmup_steps**-1.5)
-    schedule = torch.optim.lr_scheduler.LambdaLR(adam, noam)
+def noam_factor(d_model: int, warmup_steps: int) -> Callable[[int], float]:
+    """The Noam learning rate at update ``i`` (0-based): d_model^-0.5 * min(step^-0.5,
+    step * warmup^-1.5), step = i + 1."""
+    return lambda i: d_model**-0.5 * min((i + 1) ** -0.5, (i + 1) * warmup_steps**-1.5)
 
-    def step(batch: Batch) -> float:
-        source = torch.from_numpy(batch["source"]).long()
-        target_in = torch.from_numpy(batch["target_in"]).long()
-        target_out = torch.from_numpy(batch["target_out"]).long()
+
+def torch_trainer(
+    model: torch.nn.Module,
+    learning_rate: Callable[[int], float],
+    label_smoothing: float = 0.1,
+    clip_norm: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-9,
+    compiled: bool = False,
+) -> Callable[[Batch], torch.Tensor]:
+    """``step(batch) -> loss`` (a 0-d tensor): forward, label-smoothed cross entropy over
+    the non-pad targets, backward, clipping to ``clip_norm``, Adam at
+    ``learning_rate(i)`` for the i-th update (0-based). ``compiled``: the forward and loss,
+    and the clipping and update, each through ``torch.compile`` (the first step compiles)."""
+    # A tensor learning rate lets the compiled update read a new rate without recompiling.
+    adam = torch.optim.Adam(
+        model.parameters(), lr=torch.tensor(1.0) if compiled else 1.0, betas=betas, eps=eps
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(adam, learning_rate)
+
+    def loss_of(source, target_in, target_out):
         logits = model(source, target_in)
-        loss = F.cross_entropy(
+        return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]),
             target_out.reshape(-1),
             ignore_index=PAD_ID,
-            label_smoothing=run.train.label_smoothing,
+            label_smoothing=label_smoothing,
         )
+
+    def update():
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        adam.step()
+
+    if compiled:
+        loss_of, update = torch.compile(loss_of), torch.compile(update)
+
+    def step(batch: Batch) -> torch.Tensor:
+        loss = loss_of(*(torch.from_numpy(batch[k]).long() for k in BATCH_KEYS))
         adam.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), opt.clip_norm)
-        adam.step()
+        update()
         schedule.step()
-        return float(loss)
+        return loss
 
     return step
+
+
+def torch_step(shapes: Shapes, seed: int = 0, compiled: bool = False) -> Callable[[Batch], float]:
+    """``step(batch) -> loss``: forward, backward, clip to norm 1, Adam(0.9, 0.98, 1e-9)
+    with the Noam schedule (warmup 4000) and label smoothing 0.1, as configs/base.py;
+    eager, or through torch.compile."""
+    run = get_config()
+    opt = run.optimizer
+    torch.manual_seed(seed)
+    model = TorchTransformer(shapes).train()
+    step = torch_trainer(
+        model,
+        noam_factor(shapes.d_model, opt.warmup_steps),
+        label_smoothing=run.train.label_smoothing,
+        clip_norm=opt.clip_norm,
+        betas=(opt.b1, opt.b2),
+        eps=opt.eps,
+        compiled=compiled,
+    )
+    return lambda batch: float(step(batch).detach())

@@ -1,32 +1,44 @@
 """Time to BLEU: the test BLEU each way of training reaches within the same wall-clock budget.
 
-(a) the seeds' way, in its own process: torch.nn.Transformer with the seeds' embedding,
-    sinusoidal positions and tied output (steps.py), random batches of --seeds-batch pairs
-    padded to the longest, Adam(0.9, 0.98, 1e-9) + Noam (warmup --seeds-warmup), label
-    smoothing 0.1, clipping 1.0, eager PyTorch; then naive greedy decoding (the decoder
-    re-run on the whole prefix at every step) of the dev and test sets.
-(b) jaxtrans: ``train.py --config CONFIG`` with ``train.max_minutes`` set to the budget,
-    then ``evaluate.py`` on dev and test, greedy and beam 4, as real processes.
+(a) ``seeds``, the seeds' way, in its own process: torch.nn.Transformer with the seeds'
+    embedding, sinusoidal positions and tied output (steps.py), random batches of
+    --seeds-batch pairs padded to the longest, Adam(0.9, 0.98, 1e-9) + Noam (warmup
+    --seeds-warmup), label smoothing 0.1, clipping 1.0, dropout 0.1, Post-LN, eager
+    PyTorch; then naive greedy decoding (the decoder re-run on the whole prefix at every
+    step, torch_greedy.py) of the dev and test sets.
+(b) ``jaxtrans``: ``train.py --config CONFIG`` with ``train.max_minutes`` set to the
+    budget, then ``evaluate.py`` on dev and test, greedy and beam 4, as real processes.
+(c) ``torch_recipe``, the same recipe in eager PyTorch, in its own process: the same
+    model as (a) with CONFIG's norm (Pre-LN: ``norm_first=True``) and dropout, CONFIG's
+    Adam, peak learning rate, warm-up steps, label smoothing and clipping, batches of
+    about CONFIG's ``data.tokens_per_batch`` padded tokens bucketed by length as fairseq's
+    ``--max-tokens`` makes them (token_buckets.py), and the linear decay to 0 at the
+    budget's end taken in wall-clock time (the fraction of the time after the warm-up
+    that is left), where jaxtrans fixes the step count from the measured step time; then
+    greedy decoding with cached keys and values (torch_greedy.py).
 
 The budget counts from each process's launch: imports, the SentencePiece tokenizer (the
-same settings for both: jaxtrans's trainer), reading the data and compiling are included.
-Decoding comes after the budget and is timed on its own. Both ways run one after the
-other, never at the same time, with the same model shape (--shape, the seeds' 256/4/1024,
-3 + 3 layers by default; ``--shape config`` keeps the jaxtrans config's own).
+same settings for all: jaxtrans's trainer), reading the data and compiling are included.
+Decoding comes after the budget and is timed on its own. The ways of --ways run one after
+the other, never at the same time, with the same model shape (--shape, the seeds'
+256/4/1024, 3 + 3 layers by default; ``--shape config`` keeps the jaxtrans config's own,
+for jaxtrans only). To run two side by side, one core each, start two of these with
+different --ways and --cpus.
 
     python benchmarks/time_to_bleu.py --minutes 30                    # zh -> en gettext
+    python benchmarks/time_to_bleu.py --minutes 30 --ways torch_recipe,jaxtrans
     python benchmarks/time_to_bleu.py --minutes 30 --reverse          # en -> zh
     python benchmarks/time_to_bleu.py --minutes 30 --skip seeds --config configs/base.py \\
         --set optimizer.warmup_steps=1000 --set data.batch_size=48
     python benchmarks/time_to_bleu.py --minutes 30 --data demo        # the demo corpus
-    python benchmarks/time_to_bleu.py --quick --data demo             # a smoke run
+    python benchmarks/time_to_bleu.py --quick --data demo --ways seeds,torch_recipe,jaxtrans
 
 Skips (exit 0) when the data files are absent. The data is read in place, never copied.
 """
 
 import time
 
-LAUNCHED = time.monotonic()  # the seeds' budget counts from here, imports included
+LAUNCHED = time.monotonic()  # a PyTorch way's budget counts from here, imports included
 
 import argparse  # noqa: E402
 import glob  # noqa: E402
@@ -42,6 +54,7 @@ REPO = os.path.dirname(HERE)
 DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
 SPLITS = {"train": "zh-en_gettext.all.tsv", "dev": "zh-en_gettext.dev.tsv",
           "test": "zh-en_gettext.test.tsv"}  # fmt: skip
+WAYS = ("seeds", "torch_recipe", "jaxtrans")
 SEEDS_SHAPE = {"d_model": 256, "num_heads": 4, "d_ff": 1024, "num_layers": 3}
 QUICK_SHAPE = {"d_model": 32, "num_heads": 2, "d_ff": 64, "num_layers": 1}
 
@@ -69,7 +82,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=64, help="tokens, source and target")
     parser.add_argument("--seeds-batch", type=int, default=64, help="pairs per seeds step")
     parser.add_argument("--seeds-warmup", type=int, default=4000, help="Noam warmup steps")
-    parser.add_argument("--skip", choices=["seeds", "jaxtrans"], help="run one way only")
+    parser.add_argument(
+        "--ways", default="seeds,jaxtrans",
+        help=f"comma-separated, run in this order, of {', '.join(WAYS)}",
+    )  # fmt: skip
+    parser.add_argument("--skip", choices=WAYS, help="leave this way out of --ways")
     parser.add_argument(
         "--splits", default="dev,test",
         help="splits decoded after training: 'dev' alone while choosing settings",
@@ -80,7 +97,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--outdir", default="", help="workdirs and results (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
-    parser.add_argument("--child", choices=["seeds"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["seeds", "torch_recipe"], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -125,121 +142,157 @@ def shared_data_settings(args) -> dict[str, object]:
     }
 
 
-# ---------------------------------------------------------------- (a) the seeds' way
+# ---------------------------------------------------------------- the PyTorch ways
 
 
-def seeds_child(args) -> dict:
-    """Train eagerly until the budget is spent, then decode dev and test naively."""
-    import numpy as np
-    import steps
-    import torch
-    import torch.nn.functional as F
-    from input_pipeline import padded_random_batches
-
-    from jaxtrans.data.reserved_pieces import BOS_ID, EOS_ID, PAD_ID
+def torch_data(args, workdir: str):
+    """(data config, tokenizer, training pairs): the shared data settings, the tokenizer
+    trained in ``workdir`` (jaxtrans's trainer, within the budget)."""
     from jaxtrans.data.translation.data_config import get_data_config
-    from jaxtrans.data.translation.sources import read_split
-    from jaxtrans.data.translation.sources import training_pairs as read_pairs
+    from jaxtrans.data.translation.sources import training_pairs
     from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
-    from jaxtrans.inference.bleu import corpus_scores
 
-    budget = args.minutes * 60
-    torch.set_num_threads(len(os.sched_getaffinity(0)))  # as many threads as CPUs given
     data_config = get_data_config()
     data_config.update_from_flattened_dict(
         {key.split(".", 1)[1]: value for key, value in shared_data_settings(args).items()}
     )
-    workdir = os.path.join(args.outdir, "seeds")
     tokenizer = load_or_train_tokenizer(data_config, workdir)
-    pairs = list(read_pairs(data_config))
-    shape = steps.Shapes(
-        **model_shape(args), vocab_size=tokenizer.source_vocab_size, batch_size=args.seeds_batch,
+    return data_config, tokenizer, list(training_pairs(data_config))
+
+
+def torch_shapes(args, tokenizer, batch_size: int = 0):
+    import steps
+
+    return steps.Shapes(
+        **model_shape(args), vocab_size=tokenizer.source_vocab_size, batch_size=batch_size,
         source_length=args.max_length, target_length=args.max_length,
     )  # fmt: skip
+
+
+def train_until_spent(step, batches, budget: float) -> dict:
+    """Take ``step(batch) -> loss`` on ``next(batches)`` until ``budget`` seconds from
+    the launch are spent (at least one step); the steps, target tokens, minutes and last
+    loss."""
+    from jaxtrans.data.reserved_pieces import PAD_ID
+
+    steps_done = tokens = 0
+    loss = math.nan
+    while not steps_done or time.monotonic() - LAUNCHED < budget:
+        batch = next(batches)
+        loss = float(step(batch).detach())
+        steps_done += 1
+        tokens += int((batch["target_out"] != PAD_ID).sum())
+    return {"steps": steps_done, "target_tokens": tokens,
+            "train_minutes": (time.monotonic() - LAUNCHED) / 60, "final_loss": loss}  # fmt: skip
+
+
+def decode_and_score(args, data_config, tokenizer, model, how: str) -> dict:
+    """Greedy BLEU and chrF of each of --splits ("naive" or "cached" decoding, see
+    torch_greedy.py), and the seconds the decoding took."""
+    import torch_greedy
+
+    from jaxtrans.data.reserved_pieces import EOS_ID
+    from jaxtrans.data.translation.sources import read_split
+    from jaxtrans.inference.bleu import corpus_scores
+
+    start = time.monotonic()
+    target_lang = languages(args)[1 - int(args.reverse)]
+    result = {}
+    for split in args.splits.split(","):
+        pairs = read_split(data_config, split).pairs
+        sources = [tokenizer.encode_source(p.source)[: args.max_length - 1] + [EOS_ID]
+                   for p in pairs]  # fmt: skip
+        outputs = torch_greedy.greedy(model, sources, 8 if args.quick else 50, how)
+        hypotheses = [tokenizer.decode_target(ids) for ids in outputs]
+        scores = corpus_scores(hypotheses, [p.target for p in pairs], target_lang)
+        result[f"{split}_greedy_bleu"] = scores.bleu
+        result[f"{split}_greedy_chrf"] = scores.chrf
+    result["decode_seconds"] = time.monotonic() - start
+    return result
+
+
+def seeds_child(args) -> dict:
+    """(a) Train eagerly until the budget is spent, then decode naively."""
+    import steps
+    import torch
+    from input_pipeline import padded_random_batches
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # as many threads as CPUs given
+    data_config, tokenizer, pairs = torch_data(args, os.path.join(args.outdir, "seeds"))
+    shape = torch_shapes(args, tokenizer, args.seeds_batch)
     torch.manual_seed(0)
     model = steps.TorchTransformer(shape).train()
-    adam = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    warmup = args.seeds_warmup
-    noam = lambda i: shape.d_model**-0.5 * min((i + 1) ** -0.5, (i + 1) * warmup**-1.5)
-    schedule = torch.optim.lr_scheduler.LambdaLR(adam, noam)
+    step = steps.torch_trainer(model, steps.noam_factor(shape.d_model, args.seeds_warmup))
     batches = padded_random_batches(
         pairs, tokenizer, args.seeds_batch, args.max_length, args.max_length
     )
-    steps_done = tokens = 0
-    loss = math.nan
-    while time.monotonic() - LAUNCHED < budget:
-        batch = next(batches)
-        target_out = torch.from_numpy(batch["target_out"]).long()
-        logits = model(torch.from_numpy(batch["source"]).long(),
-                       torch.from_numpy(batch["target_in"]).long())  # fmt: skip
-        loss_t = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), target_out.reshape(-1),
-            ignore_index=PAD_ID, label_smoothing=0.1,
-        )  # fmt: skip
-        adam.zero_grad(set_to_none=True)
-        loss_t.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        adam.step()
-        schedule.step()
-        steps_done += 1
-        tokens += int((target_out != PAD_ID).sum())
-        loss = float(loss_t)
-    trained_minutes = (time.monotonic() - LAUNCHED) / 60
-    model.eval()
+    result = {"way": "seeds (eager PyTorch)", **train_until_spent(step, batches, args.minutes * 60)}
+    return {**result, **decode_and_score(args, data_config, tokenizer, model, "naive")}
 
-    @torch.no_grad()
-    def naive_greedy(sentences: list[str], max_extra: int = 8 if args.quick else 50) -> list[str]:
-        """Encode once, then re-run the decoder on the whole prefix for every token."""
-        sources = [tokenizer.encode_source(s)[: args.max_length - 1] + [EOS_ID] for s in sentences]
-        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
-        outputs: list[list[int]] = [[] for _ in sources]
-        for start in range(0, len(order), 64):
-            chunk = order[start : start + 64]
-            length = max(len(sources[i]) for i in chunk)
-            source = np.full((len(chunk), length), PAD_ID, np.int64)
-            for row, i in enumerate(chunk):
-                source[row, : len(sources[i])] = sources[i]
-            source_t = torch.from_numpy(source)
-            pad = source_t == PAD_ID
-            memory = model.transformer.encoder(model.embed(source_t), src_key_padding_mask=pad)
-            prefix = torch.full((len(chunk), 1), BOS_ID, dtype=torch.long)
-            done = torch.zeros(len(chunk), dtype=torch.bool)
-            for _ in range(length + max_extra):
-                causal = torch.nn.Transformer.generate_square_subsequent_mask(prefix.shape[1])
-                y = model.transformer.decoder(
-                    model.embed(prefix), memory, tgt_mask=causal, tgt_is_causal=True,
-                    memory_key_padding_mask=pad,
-                )  # fmt: skip
-                logits = F.linear(y[:, -1], model.embedding.weight)
-                logits[:, PAD_ID] = -math.inf
-                logits[:, BOS_ID] = -math.inf
-                token = torch.where(done, PAD_ID, logits.argmax(-1))
-                prefix = torch.cat([prefix, token[:, None]], dim=1)
-                done |= token == EOS_ID
-                if bool(done.all()):
-                    break
-            for row, i in enumerate(chunk):
-                ids = []
-                for t in prefix[row, 1:].tolist():
-                    if t == EOS_ID:
-                        break
-                    if t != PAD_ID:
-                        ids.append(t)
-                outputs[i] = ids
-        return [tokenizer.decode_target(ids) for ids in outputs]
 
-    result = {"way": "seeds (eager PyTorch)", "steps": steps_done, "target_tokens": tokens,
-              "train_minutes": trained_minutes, "final_loss": loss}  # fmt: skip
-    decode_start = time.monotonic()
-    target_lang = languages(args)[1 - int(args.reverse)]
-    for split in args.splits.split(","):
-        split_pairs = read_split(data_config, split).pairs
-        hypotheses = naive_greedy([p.source for p in split_pairs])
-        scores = corpus_scores(hypotheses, [p.target for p in split_pairs], target_lang)
-        result[f"{split}_greedy_bleu"] = scores.bleu
-        result[f"{split}_greedy_chrf"] = scores.chrf
-    result["decode_seconds"] = time.monotonic() - decode_start
-    return result
+def recipe_config(args):
+    """The jaxtrans config file --config, loaded (its get_config())."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recipe", os.path.join(REPO, args.config))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+def time_linear_rate(peak: float, warmup: int, deadline: float):
+    """lr(i): linear warm-up to ``peak`` over ``warmup`` updates, then linear decay in
+    wall-clock time to 0 at ``deadline`` (time.monotonic()), from where the warm-up ended:
+    a schedule that ends with the budget without knowing the step time in advance."""
+    decay_from = {}
+
+    def rate(i: int) -> float:
+        now = time.monotonic()
+        if i < warmup:
+            decay_from["t"] = now
+            return peak * (i + 1) / warmup
+        return peak * max(deadline - now, 0.0) / max(deadline - decay_from["t"], 1e-9)
+
+    return rate
+
+
+def torch_recipe_child(args) -> dict:
+    """(c) --config's recipe in eager PyTorch: its norm, dropout, Adam, peak rate and
+    warm-up, its label smoothing and clipping, tokens_per_batch as fairseq-like
+    length-bucketed batches, a linear decay that ends with the budget; cached greedy
+    decoding."""
+    import steps
+    import torch
+    from token_buckets import max_tokens_batches
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    recipe = recipe_config(args)
+    opt, model_config = recipe.optimizer, recipe.model
+    if opt.name != "adam" or opt.schedule != "linear":
+        raise SystemExit(f"--config {args.config}: the PyTorch recipe knows Adam with the "
+                         f"linear schedule, not {opt.name} with {opt.schedule}")  # fmt: skip
+    data_config, tokenizer, pairs = torch_data(args, os.path.join(args.outdir, "torch_recipe"))
+    shape = torch_shapes(args, tokenizer)
+    torch.manual_seed(0)
+    model = steps.TorchTransformer(
+        shape, dropout=model_config.dropout_rate, norm_first=model_config.norm == "pre"
+    ).train()
+    budget = args.minutes * 60
+    step = steps.torch_trainer(
+        model,
+        time_linear_rate(opt.learning_rate, opt.warmup_steps, LAUNCHED + budget),
+        label_smoothing=recipe.train.label_smoothing, clip_norm=opt.clip_norm,
+        betas=(opt.b1, opt.b2), eps=opt.eps,
+    )  # fmt: skip
+    batches = max_tokens_batches(
+        pairs, tokenizer, recipe.data.tokens_per_batch, args.max_length, args.max_length
+    )
+    way = f"the same recipe in eager PyTorch ({os.path.basename(args.config)})"
+    result = {"way": way, **train_until_spent(step, batches, budget)}
+    return {**result, **decode_and_score(args, data_config, tokenizer, model, "cached")}
+
+
+CHILDREN = {"seeds": seeds_child, "torch_recipe": torch_recipe_child}
 
 
 # ---------------------------------------------------------------- (b) jaxtrans
@@ -307,6 +360,15 @@ def run_jaxtrans(args) -> dict:
 # ---------------------------------------------------------------- the table
 
 
+def run_child(way: str, args) -> dict:
+    """A PyTorch way in a process of its own, launched now (its budget counts from here)."""
+    child = [sys.executable, os.path.abspath(__file__), "--child", way, *sys.argv[1:]]
+    if "--outdir" not in sys.argv:
+        child += ["--outdir", args.outdir]
+    output = subprocess.run(child, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(output.split("RESULT ", 1)[1])
+
+
 def cell(value, digits=1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -343,12 +405,16 @@ def main(argv=None) -> int:
     if set(args.splits.split(",")) - {"dev", "test"}:
         print(f"error: --splits {args.splits}: use dev, test or dev,test", file=sys.stderr)
         return 2
-    if args.child == "seeds":
-        print("RESULT " + json.dumps(seeds_child(args)), flush=True)
+    ways = [way for way in args.ways.split(",") if way and way != args.skip]
+    if set(ways) - set(WAYS):
+        print(f"error: --ways {args.ways}: choose from {', '.join(WAYS)}", file=sys.stderr)
+        return 2
+    if args.child:
+        print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
         return 0
     config = os.path.join(REPO, args.config)
-    if args.skip != "jaxtrans" and not os.path.isfile(config):
-        # Before the seeds' side spends its budget, not after.
+    if {"jaxtrans", "torch_recipe"} & set(ways) and not os.path.isfile(config):
+        # Before any way spends its budget, not after.
         print(f"error: --config {args.config}: no such file; give a jaxtrans config, e.g. "
               "configs/demo.py", file=sys.stderr)  # fmt: skip
         return 2
@@ -362,14 +428,8 @@ def main(argv=None) -> int:
         return 0
     print(f"workdirs and results in {args.outdir}", flush=True)
     results = []
-    if args.skip != "seeds":
-        child = [sys.executable, os.path.abspath(__file__), "--child", "seeds", *sys.argv[1:]]
-        if "--outdir" not in sys.argv:
-            child += ["--outdir", args.outdir]
-        output = subprocess.run(child, check=True, stdout=subprocess.PIPE, text=True).stdout
-        results.append(json.loads(output.split("RESULT ", 1)[1]))
-    if args.skip != "jaxtrans":
-        results.append(run_jaxtrans(args))
+    for way in ways:
+        results.append(run_jaxtrans(args) if way == "jaxtrans" else run_child(way, args))
     with open(os.path.join(args.outdir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     print(table(results, args))

@@ -1,4 +1,5 @@
-"""Training step of jaxtrans against eager PyTorch at identical shapes, on the CPU.
+"""Training step of jaxtrans against PyTorch, eager and torch.compile, at identical shapes, on
+the CPU.
 
 Both frameworks take the same batch and do the same work: forward, backward, gradient
 clipping and an Adam update of the same model (see steps.py). Each framework runs in a
@@ -11,16 +12,20 @@ shared machine falls on both alike; the table reports medians and their ratio.
     python benchmarks/train_step.py                     # small and base shapes
     python benchmarks/train_step.py --shapes small_32x128,small_64x64 --scan_layers
     python benchmarks/train_step.py --shapes small --rounds 9
-    python benchmarks/train_step.py --quick             # a tiny model, seconds
+    python benchmarks/train_step.py --shapes base --rounds 3 --steps 1
+    python benchmarks/train_step.py --quick             # a tiny model, seconds, no compile
 
 Rows: jaxtrans (the layers looped, one block per layer); jaxtrans, N CPU devices (the
 CPU split into N JAX devices and the batch over them, the loop's data-parallel mesh);
 with --scan_layers, jaxtrans, scan layers (each stack one nn.scan, model.scan_layers);
-torch. GFLOP/s are the counted model FLOPs (jaxtrans.training.mfu) over the median
-step time; the ceiling they are compared with is the faster of a JAX and a PyTorch
-float32 2048 x 2048 matrix multiply, timed once a round in the jaxtrans and the torch
-process. CPU s/step is the process's CPU time per step (all threads): on a machine
-shared with other work it varies less than wall time.
+torch (eager); torch.compile (the same model and step through inductor, steps.py; its
+first step, which compiles, is reported apart and not timed; --no_torch_compile drops
+it). The ratios are jaxtrans's target tokens/s over each PyTorch row's. GFLOP/s are the
+counted model FLOPs (jaxtrans.training.mfu) over the median step time; the ceiling they
+are compared with is the faster of a JAX and a PyTorch float32 2048 x 2048 matrix
+multiply, timed once a round in the jaxtrans and the torch process. CPU s/step is the
+process's CPU time per step (all threads): on a machine shared with other work it varies
+less than wall time.
 """
 
 import argparse
@@ -55,7 +60,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--scan_layers", action="store_true", help="add a jaxtrans row with the layers scanned"
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model, one round")
+    parser.add_argument(
+        "--no_torch_compile", action="store_true", help="drop the torch.compile row"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, one round, no torch.compile"
+    )
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -91,7 +101,7 @@ def build(spec: dict) -> tuple[Callable[[], object], Callable[[], object]]:
     size = spec["matmul_size"]
     if spec["framework"] == "torch":
         torch.set_num_threads(threads)
-        torch_step = steps.torch_step(shapes)
+        torch_step = steps.torch_step(shapes, compiled=spec.get("compiled", False))
         b = torch.ones(size, size)
         return lambda: torch_step(batch), lambda: torch.mm(b, b)
     jax.config.update("jax_num_cpu_devices", spec["devices"])
@@ -109,7 +119,7 @@ def worker(spec: dict) -> int:
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library prints go to stderr
     run, matmul = build(spec)
-    first, _ = timed(run)  # jaxtrans: compilation; torch: allocator warm-up
+    first, _ = timed(run)  # jaxtrans, torch.compile: compilation; torch: allocator warm-up
     shapes = steps.SHAPES[spec["shapes"]]
     config = steps.jaxtrans_config(shapes)
     ready = {
@@ -173,6 +183,8 @@ def runner_specs(shape_name: str, args, devices: int) -> dict[str, dict]:
     if args.scan_layers:
         specs["jaxtrans, scan layers"] = {**jaxtrans, "scan_layers": True}
     specs["torch"] = {**base, "framework": "torch", "matmul": "torch"}
+    if not args.no_torch_compile:
+        specs["torch.compile"] = {**base, "framework": "torch", "compiled": True}
     return specs
 
 
@@ -228,7 +240,7 @@ def main() -> int:
         return worker(json.loads(args.worker))
     if args.quick:
         args.shapes, args.rounds, args.steps, args.cpu_devices = "tiny", 1, 2, 1
-        args.scan_layers = False
+        args.scan_layers, args.no_torch_compile = False, True
     args.matmul_size = 512 if args.quick else MATMUL_SIZE
     names = [n.strip() for n in args.shapes.split(",") if n.strip()]
     unknown = [n for n in names if n not in steps.SHAPES]
@@ -251,19 +263,23 @@ def main() -> int:
     )
     for name in names:
         print(f"  {describe(name)}")
+    peers = ["torch"] if args.no_torch_compile else ["torch", "torch.compile"]
     print()
     print(
         "| shapes | framework | step, median (s) | CPU s/step | target tokens/s "
-        "| jaxtrans/torch | GFLOP/s | of matmul peak | first step (s) |"
+        f"| {' | '.join(f'jaxtrans/{peer}' for peer in peers)} | GFLOP/s | of matmul peak "
+        "| first step, compiling (s) |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|---:|")
     for name, by_framework in results.items():
-        torch_rate = by_framework["torch"]["tokens/s"]
         for framework, r in by_framework.items():
-            ratio = "" if framework == "torch" else f"{r['tokens/s'] / torch_rate:.2f}x"
+            ratios = [
+                "" if framework.startswith("torch") else f"{r['tokens/s'] / peer_rate:.2f}x"
+                for peer_rate in (by_framework[peer]["tokens/s"] for peer in peers)
+            ]
             print(
                 f"| {name} | {framework} | {r['median']:.3f} | {r['cpu_median']:.2f} | "
-                f"{r['tokens/s']:,.0f} | {ratio} | {r['flop/s'] / 1e9:.1f} | "
+                f"{r['tokens/s']:,.0f} | {' | '.join(ratios)} | {r['flop/s'] / 1e9:.1f} | "
                 f"{100 * r['flop/s'] / peak:.0f}% | {r['first']:.1f} |"
             )
     return 0
