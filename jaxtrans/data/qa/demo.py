@@ -15,7 +15,8 @@ poet?" -> "Ines Dahl"). Every story has three first names, surnames and jobs, an
 come back without their surname, so the answer is found only by matching the question's
 name (or job) with the right place of the context. A share of questions
 (``unanswerable``) cannot be answered: they ask about a name or a job the story does not
-have (SQuAD 2.0's ``is_impossible``; their answer is [CLS]).
+have (SQuAD 2.0's ``is_impossible``; their answer is [CLS]). With ``name_questions``,
+training stories are also asked "Who is Mira?" -> "Mira Holm" (never dev or test).
 
 Dev and test questions ask for combinations no training story contains: training stories
 leave out every (first name, job) and (first name, surname) pair whose hash falls in one
@@ -70,6 +71,10 @@ QUESTIONS = {
     "surname": ("What is {n}'s surname?", "What is the surname of {n}?"),
     "who": ("Who is the {j}?",),
 }
+# A training-only kind (``name_questions``): who is {n}, answered by the whole name. Its start
+# is the very word the question names, found by one head that matches the two; its end, the
+# surname, is the word after that: the step the two kinds above are built on.
+NAME_QUESTIONS = ("Who is {n}?",)
 
 
 def is_held_out(name: str, fact: str, value: str) -> bool:
@@ -110,27 +115,34 @@ def _story(rng: random.Random, training: bool):
 
 
 def _question(rng, kind: str, person: dict[str, str], offsets) -> tuple[str, Answer]:
-    question = rng.choice(QUESTIONS[kind]).format(n=person["n"], j=person["j"])
-    if kind == "who":
+    templates = NAME_QUESTIONS if kind == "name" else QUESTIONS[kind]
+    question = rng.choice(templates).format(n=person["n"], j=person["j"])
+    if kind in ("who", "name"):
         return question, Answer(f"{person['n']} {person['s']}", offsets["name"])
     return question, Answer(person["s"], offsets["surname"])
 
 
 def demo_squad(
-    num_questions: int, seed: int, split: str = "train", unanswerable: float = 0.0
+    num_questions: int,
+    seed: int,
+    split: str = "train",
+    unanswerable: float = 0.0,
+    name_questions: bool = False,
 ) -> list[QAExample]:
     """``num_questions`` questions of the demo corpus (see module doc). ``split``: "train"
     (stories without the held-out pairs, three questions a story) or "dev" / "test" (one
     question a story, about a held-out pair); ``unanswerable``: the share of questions
-    the story cannot answer."""
+    the story cannot answer; ``name_questions``: training stories are also asked "Who is
+    {n}?" (NAME_QUESTIONS; a third of their questions), dev and test never."""
     rng = random.Random(f"{split}:{seed}")
     training = split == "train"
+    kinds = [*QUESTIONS, "name"] if training and name_questions else list(QUESTIONS)
     examples: list[QAExample] = []
     while len(examples) < num_questions:
         people, context, offsets = _story(rng, training)
         asked = []
         for person in people:
-            for kind in QUESTIONS:
+            for kind in kinds:
                 fact = "surname" if kind == "surname" else "job"
                 value = person["s" if fact == "surname" else "j"]
                 if training or is_held_out(person["n"], fact, value):
@@ -145,7 +157,8 @@ def demo_squad(
                     "n": rng.choice([n for n in NAMES if n not in offsets]),
                     "j": rng.choice([j for j in JOBS if j not in {p["j"] for p in people}]),
                 }
-                question = rng.choice(QUESTIONS[kind]).format(**absent)
+                templates = NAME_QUESTIONS if kind == "name" else QUESTIONS[kind]
+                question = rng.choice(templates).format(**absent)
                 examples.append(QAExample(qid, question, context, (), True, "demo"))
                 continue
             question, answer = _question(rng, kind, person, offsets[person["n"]])

@@ -23,7 +23,13 @@ def read_split(data: ml_collections.ConfigDict, split: str) -> list[QAExample] |
     size = data.get(_DEMO_SIZES.get(split, "qa_demo_eval_questions"), 0)
     if not size:
         return None
-    return demo_squad(size, data.get("demo_seed", 0), split, data.get("qa_demo_unanswerable", 0.0))
+    return demo_squad(
+        size,
+        data.get("demo_seed", 0),
+        split,
+        data.get("qa_demo_unanswerable", 0.0),
+        data.get("qa_demo_name_questions", False),
+    )
 
 
 def check_version(examples: list[QAExample], data: ml_collections.ConfigDict, split: str):
