@@ -11,7 +11,9 @@ import json
 import subprocess
 import sys
 
+import jax
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 from paths import REPO
 from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
@@ -29,6 +31,19 @@ TINY = {
     "model.num_heads": 4,
     "model.d_ff": 512,
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_persistent_cache():
+    """An earlier test of this worker may have turned jax's persistent cache on (it is one
+    switch a process, for every backend); libtpu's compile-only client cannot read CPU
+    entries back, and jaxtrans.compile never turns the cache on: off for this module."""
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    yield
+    jax.config.update("jax_enable_compilation_cache", enabled)
+    compilation_cache.reset_cache()
 
 
 def tiny(**overrides):
