@@ -419,6 +419,12 @@ def main(argv=None) -> int:
               "configs/demo.py", file=sys.stderr)  # fmt: skip
         return 2
     args.outdir = args.outdir or tempfile.mkdtemp(prefix="time_to_bleu-")
+    used = [way for way in ways if os.path.exists(os.path.join(args.outdir, way))]
+    if used and not args.child:
+        # A jaxtrans workdir there would be resumed: its budget would start part spent.
+        print(f"error: --outdir {args.outdir} already holds a {used[0]} run; give a new "
+              "--outdir", file=sys.stderr)  # fmt: skip
+        return 2
     os.makedirs(args.outdir, exist_ok=True)
     if args.data == "demo":
         write_demo_files(args)
