@@ -31,7 +31,6 @@ from jaxtrans.tasks.base import Restored, Task
 from jaxtrans.tasks.export_directory import check_output
 from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.tasks.saved_run_config import check_saved_run_config
-from jaxtrans.training import loop
 from jaxtrans.workdir import config_path, huggingface_model_type, load_run_config
 
 TASKS = {
@@ -126,6 +125,8 @@ def ensemble_task(members: str) -> Any:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Train (or resume) the run of ``config`` in ``workdir``; the last logged metrics."""
+    from jaxtrans.training import loop  # the training loop: not imported to decode or ask
+
     return loop.train_and_evaluate(config, workdir, load_task)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from tensorboardX import SummaryWriter
 
 from jaxtrans.training import mfu as flops
 
@@ -67,6 +66,10 @@ class MetricsWriter:
         self.path = os.path.join(workdir, "metrics.jsonl")
         drop_records_after(self.path, first_step)
         self.jsonl = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the run
+        # tensorboardX imports torch where it is installed (a second apiece): only runs that
+        # write metrics pay for it, not evaluate.py or the Translator.
+        from tensorboardX import SummaryWriter
+
         self.tensorboard = SummaryWriter(
             os.path.join(workdir, "tensorboard"), purge_step=first_step + 1
         )
