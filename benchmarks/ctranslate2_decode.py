@@ -68,13 +68,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def timed_twice(run) -> dict:
-    """The first call's seconds (cold), the second's (warm), and the second's output."""
+    """The first call's seconds (cold), the second's (warm), and the second's output (also
+    ctranslate2_marian_decode.py's)."""
     start = time.perf_counter()
     run()
     cold = time.perf_counter() - start
     start = time.perf_counter()
     output = run()
-    return {"cold": cold, "warm": time.perf_counter() - start, "pieces": output}
+    return {"cold": cold, "warm": time.perf_counter() - start, "output": output}
 
 
 def jaxtrans_child(job: dict, beam: int) -> dict:
@@ -175,14 +176,14 @@ def write_job(args, scratch: str) -> dict:
 
 
 def measure(args, keys: list) -> dict:
-    """{(way, beam): {"cold": [...], "warm": [...], "pieces": ...}} over the rounds."""
+    """{(way, beam): {"cold": [...], "warm": [...], "output": ...}} over the rounds."""
     results = {key: {"cold": [], "warm": []} for key in keys}
     for round_ in range(args.rounds):
         for key in keys if round_ % 2 == 0 else list(reversed(keys)):
             result = run_child(args, *key)
             results[key]["cold"].append(result["cold"])
             results[key]["warm"].append(result["warm"])
-            results[key]["pieces"] = result["pieces"]
+            results[key]["output"] = result["output"]
         print(f"  round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
     return results
 
@@ -207,8 +208,8 @@ def print_table(job: dict, results: dict, beams: list) -> None:
                 continue
             result = results[(way, beam)]
             warm, cold = statistics.median(result["warm"]), statistics.median(result["cold"])
-            same = sum(a == b for a, b in zip(result["pieces"], ours["pieces"], strict=True))
-            texts = [joiner.decode([joiner.piece_to_id(p) for p in h]) for h in result["pieces"]]
+            same = sum(a == b for a, b in zip(result["output"], ours["output"], strict=True))
+            texts = [joiner.decode([joiner.piece_to_id(p) for p in h]) for h in result["output"]]
             bleu = corpus_scores(texts, job["references"], job["target_lang"]).bleu
             print(
                 f"| {name} | {way} | {cold:.2f} | {warm:.3f} | {count / warm:,.0f} | "

@@ -40,6 +40,7 @@ import tempfile
 import time
 
 import marian_decode
+from ctranslate2_decode import timed_twice
 
 # way: CTranslate2's compute type (None: jaxtrans).
 WAYS = {"jaxtrans": None, "ctranslate2 float32": "float32", "ctranslate2 int8": "int8"}
@@ -97,16 +98,6 @@ def convert(model: str, output: str, vocab: int) -> None:
             return _Vocabulary(token_names(vocab))
 
     Converter(model).convert(output)
-
-
-def timed_twice(run) -> dict:
-    """The first call's seconds (cold), the second's (warm), and the second's output."""
-    start = time.perf_counter()
-    run()
-    cold = time.perf_counter() - start
-    start = time.perf_counter()
-    output = run()
-    return {"cold": cold, "warm": time.perf_counter() - start, "tokens": output}
 
 
 def jaxtrans_run(args, vocab: int):
@@ -280,7 +271,7 @@ def print_table(args, results: dict, beams: list, load: str) -> None:
         for way in WAYS:
             result = results[(way, beam)]
             warm, cold = statistics.median(result["warm"]), statistics.median(result["cold"])
-            pairs = list(zip(result["tokens"], ours["tokens"], strict=True))
+            pairs = list(zip(result["output"], ours["output"], strict=True))
             same = sum(a == b for a, b in pairs)
             tokens = [x == y for a, b in pairs for x, y in zip(a, b, strict=True)]
             print(
@@ -314,7 +305,7 @@ def main(argv=None) -> int:
             result = run_child(args, *key)
             results[key]["cold"].append(result["cold"])
             results[key]["warm"].append(result["warm"])
-            results[key]["tokens"] = result["tokens"]
+            results[key]["output"] = result["output"]
         print(f"  round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
     print_table(args, results, beams, load)
     return 0

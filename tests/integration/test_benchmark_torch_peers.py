@@ -14,7 +14,7 @@ from paths import REPO
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import steps  # noqa: E402
-import time_to_bleu  # noqa: E402
+import time_to_bleu_torch  # noqa: E402
 import torch  # noqa: E402
 import torch_greedy  # noqa: E402
 from token_buckets import bucket_rows  # noqa: E402
@@ -64,8 +64,8 @@ def test_cached_decoding_steps_equal_the_full_decoder_on_the_same_prefix(norm_fi
 
 def test_same_recipe_rate_warms_up_by_steps_then_reaches_zero_at_the_deadline(monkeypatch):
     clock = {"now": 0.0}
-    monkeypatch.setattr(time_to_bleu.time, "monotonic", lambda: clock["now"])
-    rate = time_to_bleu.time_linear_rate(peak=2e-3, warmup=100, deadline=1_000.0)
+    monkeypatch.setattr(time_to_bleu_torch.time, "monotonic", lambda: clock["now"])
+    rate = time_to_bleu_torch.time_linear_rate(peak=2e-3, warmup=100, deadline=1_000.0)
     assert rate(0) == pytest.approx(2e-5)
     clock["now"] = 100.0
     assert rate(99) == pytest.approx(2e-3)  # the warm-up ends at t = 100 s
