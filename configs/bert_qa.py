@@ -60,8 +60,11 @@ def get_config() -> ml_collections.ConfigDict:
     # Built-in corpus: share of unanswerable questions (needs version_2_with_negative).
     config.data.qa_demo_unanswerable = 0.0
     # Built-in corpus: training stories are also asked "Who is {name}?" (answered by the
-    # whole name; a third of their questions), a stepping stone to the other two kinds.
+    # whole name; each kind asked an equal share), a stepping stone to the other two kinds.
     config.data.qa_demo_name_questions = False
+    # Built-in corpus: and "Find the {job}." (answered by the job word), the stepping stone
+    # to "Who is the {job}?".
+    config.data.qa_demo_job_questions = False
     config.data.batch_size = 32
 
     config.optimizer.learning_rate = 3e-5

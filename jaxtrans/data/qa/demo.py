@@ -16,7 +16,8 @@ come back without their surname, so the answer is found only by matching the que
 name (or job) with the right place of the context. A share of questions
 (``unanswerable``) cannot be answered: they ask about a name or a job the story does not
 have (SQuAD 2.0's ``is_impossible``; their answer is [CLS]). With ``name_questions``,
-training stories are also asked "Who is Mira?" -> "Mira Holm" (never dev or test).
+training stories are also asked "Who is Mira?" -> "Mira Holm", with ``job_questions``
+"Find the poet." -> "poet" (never dev or test).
 
 Dev and test questions ask for combinations no training story contains: training stories
 leave out every (first name, job) and (first name, surname) pair whose hash falls in one
@@ -75,6 +76,11 @@ QUESTIONS = {
 # is the very word the question names, found by one head that matches the two; its end, the
 # surname, is the word after that: the step the two kinds above are built on.
 NAME_QUESTIONS = ("Who is {n}?",)
+# A training-only kind (``job_questions``): find the {j}, answered by the job word itself,
+# found by one head that matches it with the question's: the start of "Who is the {j}?" is
+# the word after it, as a surname is the word after the name asked for.
+JOB_QUESTIONS = ("Find the {j}.",)
+EXTRA_QUESTIONS = {"name": NAME_QUESTIONS, "job": JOB_QUESTIONS}
 
 
 def is_held_out(name: str, fact: str, value: str) -> bool:
@@ -94,7 +100,7 @@ def _person(rng: random.Random, name: str, training: bool) -> dict[str, str]:
 
 def _story(rng: random.Random, training: bool):
     """Three people with distinct names, jobs and surnames; the context; where each
-    person's first name and surname start in it."""
+    person's job, first name and surname start in it."""
     names = rng.sample(NAMES, 3)
     people = [_person(rng, name, training) for name in names]
     if len({p["j"] for p in people}) < 3 or len({p["s"] for p in people}) < 3:
@@ -109,14 +115,20 @@ def _story(rng: random.Random, training: bool):
     context = " ".join(sentences)
     offsets = {}
     for person in people:
-        start = context.index(f"{person['n']} {person['s']}")
-        offsets[person["n"]] = {"name": start, "surname": start + len(person["n"]) + 1}
+        start = context.index(f"{person['j']} {person['n']} {person['s']}")
+        name = start + len(person["j"]) + 1
+        offsets[person["n"]] = {"job": start, "name": name, "surname": name + len(person["n"]) + 1}
     return people, context, offsets
 
 
+def _templates(kind: str) -> tuple[str, ...]:
+    return EXTRA_QUESTIONS[kind] if kind in EXTRA_QUESTIONS else QUESTIONS[kind]
+
+
 def _question(rng, kind: str, person: dict[str, str], offsets) -> tuple[str, Answer]:
-    templates = NAME_QUESTIONS if kind == "name" else QUESTIONS[kind]
-    question = rng.choice(templates).format(n=person["n"], j=person["j"])
+    question = rng.choice(_templates(kind)).format(n=person["n"], j=person["j"])
+    if kind == "job":
+        return question, Answer(person["j"], offsets["job"])
     if kind in ("who", "name"):
         return question, Answer(f"{person['n']} {person['s']}", offsets["name"])
     return question, Answer(person["s"], offsets["surname"])
@@ -128,15 +140,19 @@ def demo_squad(
     split: str = "train",
     unanswerable: float = 0.0,
     name_questions: bool = False,
+    job_questions: bool = False,
 ) -> list[QAExample]:
     """``num_questions`` questions of the demo corpus (see module doc). ``split``: "train"
     (stories without the held-out pairs, three questions a story) or "dev" / "test" (one
     question a story, about a held-out pair); ``unanswerable``: the share of questions
     the story cannot answer; ``name_questions``: training stories are also asked "Who is
-    {n}?" (NAME_QUESTIONS; a third of their questions), dev and test never."""
+    {n}?" (NAME_QUESTIONS), ``job_questions``: "Find the {j}." (JOB_QUESTIONS); each extra
+    kind takes an equal share of the training questions, dev and test never."""
     rng = random.Random(f"{split}:{seed}")
     training = split == "train"
-    kinds = [*QUESTIONS, "name"] if training and name_questions else list(QUESTIONS)
+    kinds = list(QUESTIONS)
+    if training:
+        kinds += ["name"] * name_questions + ["job"] * job_questions
     examples: list[QAExample] = []
     while len(examples) < num_questions:
         people, context, offsets = _story(rng, training)
@@ -157,8 +173,7 @@ def demo_squad(
                     "n": rng.choice([n for n in NAMES if n not in offsets]),
                     "j": rng.choice([j for j in JOBS if j not in {p["j"] for p in people}]),
                 }
-                templates = NAME_QUESTIONS if kind == "name" else QUESTIONS[kind]
-                question = rng.choice(templates).format(**absent)
+                question = rng.choice(_templates(kind)).format(**absent)
                 examples.append(QAExample(qid, question, context, (), True, "demo"))
                 continue
             question, answer = _question(rng, kind, person, offsets[person["n"]])

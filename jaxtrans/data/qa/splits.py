@@ -29,6 +29,7 @@ def read_split(data: ml_collections.ConfigDict, split: str) -> list[QAExample] |
         split,
         data.get("qa_demo_unanswerable", 0.0),
         data.get("qa_demo_name_questions", False),
+        data.get("qa_demo_job_questions", False),
     )
 
 

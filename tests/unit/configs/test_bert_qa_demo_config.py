@@ -20,7 +20,7 @@ def test_the_demo_is_the_measured_model_corpus_and_schedule():
     assert shape == (4, 64, 4, 256, "pre") and model.position == "rope"
     assert model.dropout_rate == model.attention_dropout_rate == 0.0
     data = config.data
-    assert data.qa_train == "" and data.qa_demo_name_questions
+    assert data.qa_train == "" and data.qa_demo_name_questions and data.qa_demo_job_questions
     assert (data.qa_demo_questions, data.qa_demo_eval_questions) == (20_000, 500)
     assert data.version_2_with_negative and data.qa_demo_unanswerable == 0.2
     assert (data.max_seq_length, data.batch_size) == (64, 32)
