@@ -17,6 +17,7 @@ import tempfile
 import warnings
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 # torch's reference modules warn about their own mask conventions; not our concern.
 warnings.filterwarnings("ignore", module="torch")
@@ -51,13 +52,23 @@ if not os.environ.get("JAXTRANS_COMPILATION_CACHE_DIR"):
     os.environ["JAXTRANS_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxtrans-xla-")
     atexit.register(shutil.rmtree, os.environ["JAXTRANS_COMPILATION_CACHE_DIR"], True)
 
+# The tests' own processes (each xdist worker) use that cache too: many tests build the
+# same tiny models at the same shapes, and a program another test compiled is read back.
+import jax  # noqa: E402  (after XLA_FLAGS and JAX_PLATFORMS, before any backend starts)
+
+jax.config.update("jax_compilation_cache_dir", os.environ["JAXTRANS_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
 # The kinds of test whose every test is slow: they start programs or train.
 SLOW_KINDS = ("integration", "reliability")
 
 
-# pytest-xdist's two workers (pyproject's -n 2 --dist loadgroup) take whole groups: a test
-# file is one group, so its module fixtures are built once; all of reliability/ is one,
-# run in one worker in its order, as its files share one program server and reference run.
+# pytest-xdist's two workers (pyproject's -n 2) take whole groups: a test file is one
+# group, so its module fixtures are built once; all of reliability/ is one, run in one
+# worker in its order, as its files share one program server and reference run. (xdist's
+# own ``xdist_group`` marks do not group under pytest 9, whose node ids ignore the group
+# suffix xdist adds, so the groups are drawn here, from the node ids.)
 SHARED_GROUPS = ("reliability",)
 
 
@@ -70,16 +81,26 @@ def _kind(item) -> str:
     return os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items) -> None:
     rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
     items.sort(key=lambda item: rank.get(_kind(item), len(KIND_ORDER)))  # stable
     for item in items:
-        path = os.path.relpath(str(item.path), TESTS)
-        kind = path.split(os.sep)[0]
-        if kind in SLOW_KINDS:
+        if _kind(item) in SLOW_KINDS:
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(kind if kind in SHARED_GROUPS else path))
+
+
+class _TestGroups(LoadScopeScheduling):
+    """xdist's scheduling of whole scopes, a scope being a test file or a shared group."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]  # tests/<kind>/.../test_x.py
+        kind = os.path.relpath(path, "tests").split(os.sep)[0]
+        return kind if kind in SHARED_GROUPS else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    return _TestGroups(config, log)
 
 
 # ------------------------------------------------- on CI, a skipped test fails the run
