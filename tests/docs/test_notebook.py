@@ -107,11 +107,8 @@ def test_notebook_runs_top_to_bottom_on_cpu_with_the_demo_config(tmp_path, monke
     )
     monkeypatch.chdir(REPO)  # the notebook runs inside the checkout
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    # The notebook's programs run as subprocesses; compiling with fewer XLA optimisations
-    # makes them start faster (what they compute is the same).
-    monkeypatch.setenv(
-        "XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    )
+    # The notebook's programs run as subprocesses and inherit the suite's fast-compile
+    # XLA_FLAGS (tests/conftest.py).
     namespace: dict = {"__name__": "__main__"}
     ran = 0
     for cell in load_notebook()["cells"]:

@@ -9,7 +9,11 @@ REPO = os.path.dirname(TESTS)
 FIXTURES = os.path.join(TESTS, "fixtures")
 
 # XLA:CPU's backend optimisation and LLVM's expensive passes off: see tests/conftest.py.
-FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+FAST_COMPILE = (
+    "--xla_backend_optimization_level=0",
+    "--xla_llvm_disable_expensive_passes=true",
+    "--xla_cpu_use_fusion_emitters=false",
+)
 
 
 def xla_flags(devices: int | None = None) -> str:

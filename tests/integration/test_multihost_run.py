@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+from paths import xla_flags
 from reliability_runs import (
     checkpoint_steps,
     run_program,
@@ -47,14 +48,9 @@ def free_port() -> int:
 
 
 def device_env(devices: int) -> dict[str, str]:
-    """Each process gets its own forced CPU devices (set only in the child). XLA compiles
-    without its slow optimisations, as in tests/integration/test_benchmarks.py: the sharded step
-    compiles in about half the time; every run here uses the same flags."""
-    return {
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
-        "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true",
-    }
+    """Each process gets its own forced CPU devices (set only in the child), compiled with
+    the suite's fast-compile flags (tests/helpers/paths.py); every run here uses the same."""
+    return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags(devices)}
 
 
 def start_processes(
