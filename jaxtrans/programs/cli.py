@@ -10,6 +10,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import thread as futures_thread
 
 import ml_collections
 from absl import flags
@@ -148,18 +149,27 @@ def _parse_flags(
     return values
 
 
+def _is_pool_worker(thread: threading.Thread) -> bool:
+    """A ``concurrent.futures`` pool's worker: it waits for work until its pool shuts down,
+    which the interpreter does at exit after the work it holds is done."""
+    return getattr(thread, "_target", None) is futures_thread._worker
+
+
 def finish_background_threads(timeout: float = 30.0) -> None:
     """Wait for the other non-daemon threads before exiting on an error.
 
     The interpreter waits for them at exit anyway, but only after it has shut down the
     thread pools of ``concurrent.futures``: a library thread still at work then (orbax
     cleans up a checkpoint directory in the background from the moment its manager is
-    made) fails to submit its next step and logs a traceback after our one line."""
+    made) fails to submit its next step and logs a traceback after our one line. The pools'
+    own workers are not waited for: an idle one (orbax keeps a metadata-store pool) would
+    hold the exit for the whole timeout."""
     for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            # orbax's writer threads re-raise, on join, the failure already reported.
-            with contextlib.suppress(Exception):
-                thread.join(timeout)
+        if thread is threading.current_thread() or thread.daemon or _is_pool_worker(thread):
+            continue
+        # orbax's writer threads re-raise, on join, the failure already reported.
+        with contextlib.suppress(Exception):
+            thread.join(timeout)
 
 
 def run(main: Callable[[], None]) -> None:
