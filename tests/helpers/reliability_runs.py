@@ -144,3 +144,10 @@ def checkpoint_leaves(workdir: str, step: int) -> list:
     finally:
         checkpointer.close()
     return [np.asarray(x) for x in jax.tree.leaves([restored["params"], restored["training"]])]
+
+
+def one_error_line(stderr: str) -> str:
+    """The one line of stderr that starts with "error:" (fails if there is not exactly one)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]

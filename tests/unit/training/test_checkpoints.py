@@ -3,7 +3,7 @@ that a failed orbax operation leaves behind (dropped) next to everyone else's (k
 
 The checkpoints here hold a small tree of random parameters, written by the Checkpointer
 the training loop uses; the programs' side of the same behaviours is in
-tests/reliability/test_reliability_faults.py.
+tests/reliability/test_reliability_checkpoint_faults.py.
 """
 
 import asyncio
