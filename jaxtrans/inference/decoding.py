@@ -38,17 +38,31 @@ def _decoding_model(config: TransformerConfig) -> Transformer:
     return Transformer(config.replace(decode=True))
 
 
-def init_cache(config: TransformerConfig, rows: int, max_len: int) -> dict:
-    """Zeroed self-attention caches, [rows, heads, max_len, head_dim] per decoder layer."""
+def init_cache(
+    config: TransformerConfig, params, memory_cache: dict, source: jnp.ndarray, max_len: int
+) -> dict:
+    """Zeroed self-attention caches, [rows, heads, max_len, head_dim] per decoder layer,
+    for source [rows, src_len] and its cross_attention_cache.
+
+    Only the shapes are wanted: a decoder call on max_len target positions, traced
+    abstractly, sizes every cache from that length (no parameter initializer is traced)."""
     model = _decoding_model(config)
-    target = jnp.zeros((rows, max_len), jnp.int32)
-    positions = jnp.broadcast_to(jnp.arange(max_len, dtype=jnp.int32), (rows, max_len))
-    # Only the shapes are wanted: model.init sizes every cache from the target length.
-    shapes = jax.eval_shape(
-        lambda: model.init(
-            jax.random.key(0), jnp.zeros((rows, 1), jnp.int32), target, target_positions=positions
+    rows = source.shape[0]
+
+    def sized(params, memory_cache, source):
+        target = jnp.zeros((rows, max_len), jnp.int32)
+        _, variables = model.apply(
+            {"params": params, MEMORY_CACHE: memory_cache},
+            None,
+            source,
+            target,
+            target_positions=jnp.broadcast_to(jnp.arange(max_len, dtype=jnp.int32), target.shape),
+            method=Transformer.decode,
+            mutable=[CACHE],
         )
-    )[CACHE]
+        return variables[CACHE]
+
+    shapes = jax.eval_shape(sized, params, memory_cache, source)
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
@@ -114,7 +128,7 @@ def model_decoder(
     keys_values = tile_beams(_encode_and_cache_memory(config, params, source), beam_size)
     rows_source = jnp.repeat(source, beam_size, axis=0)
     step = make_step_fn(config, params, keys_values, rows_source)
-    return step, init_cache(config, rows_source.shape[0], max_len)
+    return step, init_cache(config, params, keys_values, rows_source, max_len)
 
 
 def decoder(

@@ -84,13 +84,14 @@ def rerun_over_prefix(config, params, src, target, t: int) -> np.ndarray:
 def cached_logits(params, src, target, *, config) -> jnp.ndarray:
     """Feed target [batch, tgt_len] one token per cached step -> logits [batch, tgt_len, vocab]."""
     memory = Transformer(config).apply({"params": params}, src, method=Transformer.encode)
-    step = make_step_fn(config, params, cross_attention_cache(config, params, memory, src), src)
+    memory_cache = cross_attention_cache(config, params, memory, src)
+    step = make_step_fn(config, params, memory_cache, src)
 
     def feed(cache, t):
         logits, cache = step(cache, target[:, t], t)
         return cache, logits
 
-    cache = init_cache(config, rows=src.shape[0], max_len=target.shape[1])
+    cache = init_cache(config, params, memory_cache, src, max_len=target.shape[1])
     _, logits = jax.lax.scan(feed, cache, jnp.arange(target.shape[1]))
     return logits.transpose(1, 0, 2)
 
