@@ -29,6 +29,7 @@ from jaxtrans.inference.search import (
     sample_search,
     tile_beams,
 )
+from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -146,7 +147,7 @@ def decoder(
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
-@functools.partial(jax.jit, static_argnames=_STATIC)
+@functools.partial(StoredJit, static_argnames=_STATIC)
 def greedy_decode(
     params,
     source: jnp.ndarray,
@@ -179,7 +180,7 @@ def greedy_decode(
     )
 
 
-@functools.partial(jax.jit, static_argnames=_STATIC)
+@functools.partial(StoredJit, static_argnames=_STATIC)
 def sample_decode(
     params,
     source: jnp.ndarray,
@@ -220,7 +221,7 @@ def sample_decode(
 _BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs")
 
 
-@functools.partial(jax.jit, static_argnames=_BEAM_STATIC)
+@functools.partial(StoredJit, static_argnames=_BEAM_STATIC)
 def beam_decode(
     params,
     source: jnp.ndarray,

@@ -1,0 +1,140 @@
+"""Decoders traced once and kept on disk: a fresh process reads the traced program instead of
+tracing it again.
+
+jax's persistent compilation cache (jaxtrans.compilation_cache) spares a fresh
+``evaluate.py`` or ``Translator`` the XLA compile of its decoders, but not the Python
+tracing and lowering that come first: about a second per decoder shape for the demo
+model, more than the decoding of a thousand sentences. ``stored_jit`` is ``jax.jit``
+that also keeps each traced program (``jax.export``, serialized) in
+``<compilation cache>/jaxtrans-decoders/``, under a key of everything the program depends
+on: the code of jaxtrans, jax's version, the platform, the function, its static
+arguments (the model config, the length, the beam size...) and the shapes and dtypes of
+its array arguments. A later process with the same key deserializes it and runs it through
+the compilation cache, without tracing. Any change of code or jax makes another key.
+
+Stored programs are used where the compilation cache is on and the process has one
+device (a program exported for one device layout is not one for another); everywhere
+else, and where a program cannot be stored, it is plain ``jax.jit``. A stored file that
+cannot be read is traced again and rewritten.
+"""
+
+import contextlib
+import functools
+import hashlib
+import os
+import pathlib
+import tempfile
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import export
+
+# The folder, inside the compilation cache directory, that holds the stored programs.
+FOLDER = "jaxtrans-decoders"
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of every Python file of the jaxtrans package."""
+    digest = hashlib.sha256()
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def store_directory() -> str:
+    """Where programs are stored now: "" when the compilation cache is off or the process
+    has more than one device."""
+    cache_dir = jax.config.jax_compilation_cache_dir
+    if not cache_dir or jax.device_count() != 1:
+        return ""
+    return os.path.join(cache_dir, FOLDER)
+
+
+def _leaf_signature(x) -> str:
+    aval = jax.typeof(x)
+    return f"{aval.dtype}{list(aval.shape)}{'w' if aval.weak_type else ''}"
+
+
+def program_key(name: str, static: dict, args: tuple, kwargs: dict) -> str:
+    """The file name of one program: everything it depends on, hashed."""
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    parts = [
+        code_digest(),
+        jax.__version__,
+        jax.default_backend(),
+        name,
+        repr(sorted(static.items())),
+        str(tree),
+        ",".join(map(_leaf_signature, leaves)),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".writing-")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+class StoredJit:
+    """``jax.jit(fn, static_argnames=...)`` whose traced programs are stored (see the
+    module's docstring). ``lower`` is the plain jitted function's."""
+
+    def __init__(self, fn: Callable, static_argnames: Sequence[str]):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._static_argnames = tuple(static_argnames)
+        self._jitted = jax.jit(fn, static_argnames=self._static_argnames)
+        self.lower = self._jitted.lower
+        # key -> the jitted call of its exported program (None: it cannot be stored).
+        self._programs: dict[str, Callable | None] = {}
+
+    def __call__(self, *args, **kwargs):
+        directory = store_directory()
+        if not directory:
+            return self._jitted(*args, **kwargs)
+        static = {k: kwargs.pop(k) for k in self._static_argnames if k in kwargs}
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        args, kwargs = jax.tree.map(jnp.asarray, (args, kwargs))
+        key = program_key(self.__qualname__, static, args, kwargs)
+        if key not in self._programs:
+            self._programs[key] = self._load(os.path.join(directory, key), static, args, kwargs)
+        program = self._programs[key]
+        if program is None:
+            return self._jitted(*args, **kwargs, **static)
+        return program(*args, **kwargs)
+
+    def _cache_size(self) -> int:
+        """Programs compiled in this process, as ``jax.jit``'s ``_cache_size``."""
+        stored = [p for p in self._programs.values() if p is not None]
+        return self._jitted._cache_size() + sum(p._cache_size() for p in stored)
+
+    def _load(self, path: str, static: dict, args: tuple, kwargs: dict) -> Callable | None:
+        """The stored program at ``path``, traced and stored first where there is none."""
+        exported = None
+        if os.path.exists(path):
+            try:
+                with open(path, "rb") as file:
+                    exported = export.deserialize(bytearray(file.read()))
+            except Exception:  # noqa: BLE001 - a damaged file is traced again
+                exported = None
+        if exported is None:
+            try:
+                exported = export.export(jax.jit(functools.partial(self._fn, **static)))(
+                    *args, **kwargs
+                )
+            except Exception:  # noqa: BLE001 - a program jax cannot export: plain jit
+                return None
+            with contextlib.suppress(OSError):  # a full or read-only cache: used, not kept
+                _write_atomically(path, exported.serialize())
+        return jax.jit(exported.call)
