@@ -4,10 +4,11 @@ tracing it again.
 jax's persistent compilation cache (jaxtrans.compilation_cache) spares a fresh
 ``evaluate.py`` or ``Translator`` the XLA compile of its decoders, but not the Python
 tracing and lowering that come first: about a second per decoder shape for the demo
-model, more than the decoding of a thousand sentences. ``stored_jit`` is ``jax.jit``
+model, more than the decoding of a thousand sentences. ``StoredJit`` is ``jax.jit``
 that also keeps each traced program (``jax.export``, serialized) in
 ``<compilation cache>/jaxtrans-decoders/``, under a key of everything the program depends
-on: the code of jaxtrans, jax's version, the platform, the function, its static
+on: the code of jaxtrans, the versions of jax, jaxlib and flax, the settings that change a
+trace (64-bit types, the default matmul precision), the platform, the function, its static
 arguments (the model config, the length, the beam size...) and the shapes and dtypes of
 its array arguments. A later process with the same key deserializes it and runs it through
 the compilation cache, without tracing. Any change of code or jax makes another key.
@@ -21,6 +22,7 @@ cannot be read is traced again and rewritten.
 import contextlib
 import functools
 import hashlib
+import importlib.metadata
 import os
 import pathlib
 import tempfile
@@ -45,6 +47,12 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def library_versions() -> tuple[str, ...]:
+    """The versions of the libraries a traced decoder comes from."""
+    return tuple(importlib.metadata.version(name) for name in ("jax", "jaxlib", "flax"))
+
+
 def store_directory() -> str:
     """Where programs are stored now: "" when the compilation cache is off or the process
     has more than one device."""
@@ -64,7 +72,9 @@ def program_key(name: str, static: dict, args: tuple, kwargs: dict) -> str:
     leaves, tree = jax.tree.flatten((args, kwargs))
     parts = [
         code_digest(),
-        jax.__version__,
+        *library_versions(),
+        # The settings that change what a trace makes.
+        repr([jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision]),
         jax.default_backend(),
         name,
         repr(sorted(static.items())),
