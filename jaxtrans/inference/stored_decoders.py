@@ -96,6 +96,17 @@ def _write_atomically(path: str, data: bytes) -> None:
         raise
 
 
+def _named(call: Callable, name: str) -> Callable:
+    """``call`` under the name of the function it runs: its compiled program is cached and
+    logged as ``jit_<name>``, as the plain jitted function's is."""
+
+    def run(*args, **kwargs):
+        return call(*args, **kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
 class StoredJit:
     """``jax.jit(fn, static_argnames=...)`` whose traced programs are stored (see the
     module's docstring). ``lower`` is the plain jitted function's."""
@@ -147,4 +158,4 @@ class StoredJit:
                 return None
             with contextlib.suppress(OSError):  # a full or read-only cache: used, not kept
                 _write_atomically(path, exported.serialize())
-        return jax.jit(exported.call)
+        return jax.jit(_named(exported.call, exported.fun_name))
