@@ -3,7 +3,8 @@
 decoding.py   encode once, one cached decoder step per token (greedy_decode, beam_decode)
 stored_decoders.py  jax.jit whose traced decoders are kept on disk for the next process
 ensemble.py   several models decoding as one: the mean of their probabilities at each step
-search.py     greedy and beam search over any step function, in one while_loop
+search.py     greedy search and sampling over any step function, in one while_loop
+beam_search.py  beam search over the same step functions, in one while_loop
 translate.py  sentence lists -> hypotheses (length-sorted, bucketed static shapes), forced prefixes
 nbest.py      the N best hypotheses of beam search with their scores
 bleu.py       sacreBLEU BLEU (13a, or zh for Chinese) and chrF with signatures
@@ -11,11 +12,12 @@ report.py     translate + score a split, write {split}-step{N}.json/.hyp.txt/.md
 plots.py      cross-attention heatmaps and masks as PNG (imports matplotlib)
 """
 
+from jaxtrans.inference.beam_search import beam_search, length_penalty
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.decoding import beam_decode, generate, greedy_decode
 from jaxtrans.inference.nbest import Hypothesis, nbest_ids, translate_nbest
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
-from jaxtrans.inference.search import beam_search, greedy_search, length_penalty
+from jaxtrans.inference.search import greedy_search
 from jaxtrans.inference.translate import translate, translate_ids
 
 __all__ = [

@@ -19,19 +19,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.inference.beam_search import PenaltyForm, beam_search, tile_beams
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
-from jaxtrans.inference.search import (
-    Cache,
-    PenaltyForm,
-    StepFn,
-    beam_search,
-    greedy_search,
-    sample_search,
-    tile_beams,
-)
+from jaxtrans.inference.search import Cache, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.nn.attention import CACHE, MEMORY_CACHE
+from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -122,7 +115,7 @@ def _encode_and_cache_memory(config: TransformerConfig, params, source: jnp.ndar
 def model_decoder(
     config: TransformerConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
 ) -> tuple[StepFn, Cache]:
-    """One model's search step over rows [batch * beam_size] (beam-minor, search.tile_beams)
+    """One model's search step over rows [batch * beam_size] (beam-minor, beam_search.tile_beams)
     and its zeroed cache, for source [batch, src_len]: encoded once, and the beams share
     their sentence's memory (its keys/values tiled once, never gathered)."""
     params = nn.unbox(params)
@@ -240,8 +233,8 @@ def beam_decode(
 ) -> tuple[jnp.ndarray, ...]:
     """Beam search translation; arguments as greedy_decode, alpha the length penalty's
     exponent, penalty_form its formula: "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha
-    (search.length_penalty). prefix [batch, prefix_len]: one per sentence, carried by
-    every beam, its log-probabilities counted in the scores (search.beam_search).
+    (beam_search.length_penalty). prefix [batch, prefix_len]: one per sentence, carried by
+    every beam, its log-probabilities counted in the scores (beam_search.beam_search).
 
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
     with return_logprobs also their summed log-probabilities [batch, beam_size].
@@ -260,6 +253,7 @@ def beam_decode(
         penalty_form=penalty_form,
         prefix=prefix,
         return_logprobs=return_logprobs,
+        reorder=reorder_cache,
     )
 
 

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from jaxtrans.errors import UserError
+from jaxtrans.inference.beam_search import PenaltyForm
 from jaxtrans.inference.decoding import beam_decode
 from jaxtrans.inference.ensemble import ModelConfig
-from jaxtrans.inference.search import PenaltyForm
 from jaxtrans.inference.translate import (
     TranslationTokenizer,
     check_prefixes,

@@ -1,5 +1,5 @@
-"""Greedy search, sampling and beam search over any incremental step function, inside one
-jax.lax.while_loop.
+"""Greedy search and sampling over any incremental step function, inside one
+jax.lax.while_loop (beam search, over the same step functions: beam_search.py).
 
 The search knows nothing of the model. It calls
 
@@ -9,7 +9,7 @@ once per generated position: ``tokens`` are the previous step's outputs (BOS fir
 ``position`` (a scalar) is their position id, and ``cache`` is any pytree whose
 array leaves have a leading ``rows`` axis (scalar leaves, such as a cache index, are
 shared by all rows). Rows are ``batch`` for greedy search and sampling and ``batch * beam_size``
-for beam search, beam-minor (row ``b * beam_size + k``, see ``tile_beams``).
+for beam search, beam-minor (row ``b * beam_size + k``, see ``beam_search.tile_beams``).
 
 The searches never emit PAD or BOS (neither is ever a target), stop a row at EOS or at
 its own maximum length, and return tokens [.., max_len] with PAD after the end: nothing
@@ -17,12 +17,11 @@ follows EOS.
 
 A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) makes
 step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
-the search goes on from the cache the steps built over it. Beam search keeps every beam
-on the prefix and counts the prefix tokens' log-probabilities in the score.
+the search goes on from the cache the steps built over it.
 """
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +30,9 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
 StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]
-# How beam search normalises a finished hypothesis' log-probability by its length.
-PenaltyForm = Literal["gnmt", "hf"]
-PENALTY_FORMS = ("gnmt", "hf")
 
 
-def _allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
+def allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
     """PAD and BOS are never targets: padding is not a token (emitting it would make the
     output disagree with the teacher-forced model, whose padding mask hides PAD keys) and
     BOS only starts the decoder (a Marian model's BOS row copies its pad row)."""
@@ -84,7 +80,7 @@ def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, 
     def step(state):
         i, tokens, last, done, cache = state
         logits, cache = step_fn(cache, last, i)
-        token = choose(_allowed_logits(logits, pad_id, bos_id), i)
+        token = choose(allowed_logits(logits, pad_id, bos_id), i)
         if forced is not None:
             token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
         token = jnp.where(done, pad_id, token)
@@ -191,195 +187,3 @@ def sample_search(
     return _token_search(
         step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix
     )
-
-
-def length_penalty(
-    length: jnp.ndarray, alpha: float | jnp.ndarray, form: PenaltyForm = "gnmt"
-) -> jnp.ndarray:
-    """The divisor of a finished hypothesis' log-probability; length counts its tokens,
-    EOS included, BOS not.
-
-    "gnmt": ((5 + length) / 6) ** alpha (Wu et al. 2016, the Transformer paper's search);
-    "hf": length ** alpha (Hugging Face's ``length_penalty=alpha``, which divides by the
-    generated length without the decoder start token).
-    """
-    length = jnp.asarray(length, jnp.float32)
-    if form == "hf":
-        return length**alpha
-    if form != "gnmt":
-        raise ValueError(f"length penalty form {form!r} is not one of {PENALTY_FORMS}")
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-def top_k(x: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``jax.lax.top_k`` behind an optimization barrier.
-
-    XLA's CPU compiler turns a top-k into its fast kernel only while the results are used
-    whole; slicing them further (as beam search does) makes it a full sort of the row,
-    about 100x slower over a 32k-candidate row. The barrier keeps the results whole.
-    """
-    return jax.lax.optimization_barrier(jax.lax.top_k(x, k))
-
-
-def tile_beams(tree: Cache, beam_size: int) -> Cache:
-    """Repeat every row beam_size times: leaves [batch, ...] -> [batch * beam_size, ...]."""
-    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, beam_size, axis=0), tree)
-
-
-def gather_beams(tree: Cache, beams: jnp.ndarray) -> Cache:
-    """Row b * K + k of the result is row b * K + beams[b, k] of the input.
-
-    tree leaves [batch * K, ...], beams [batch, K] -> leaves [batch * K, ...].
-    """
-    batch, beam_size = beams.shape
-    rows = (jnp.arange(batch)[:, None] * beam_size + beams).reshape(-1)
-    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, rows, axis=0), tree)
-
-
-def _extend(tokens: jnp.ndarray, beams: jnp.ndarray, new: jnp.ndarray, i: jnp.ndarray):
-    """tokens [batch, K, max_len] of the parent beams [batch, K], with new [batch, K] at i."""
-    parents = jnp.take_along_axis(tokens, beams[:, :, None], axis=1)
-    return parents.at[:, :, i].set(new)
-
-
-def _best(scores: jnp.ndarray, tokens: jnp.ndarray, logprobs: jnp.ndarray, k: int):
-    """The k best of scores [batch, n], best first, with their tokens [batch, n, max_len]
-    and log-probabilities [batch, n]."""
-    scores, index = top_k(scores, k)
-    tokens = jnp.take_along_axis(tokens, index[:, :, None], axis=1)
-    return scores, tokens, jnp.take_along_axis(logprobs, index, axis=1)
-
-
-def _only_forced(logprobs: jnp.ndarray, forced: jnp.ndarray, pad_id: int) -> jnp.ndarray:
-    """logprobs [batch, K, vocab] with every token but forced [batch] at -inf in the rows
-    that force one (forced != PAD): the beams follow the prefix, and the forced token keeps
-    its own log-probability, so the prefix counts in the score."""
-    other = jnp.arange(logprobs.shape[-1]) != forced[:, None, None]
-    return jnp.where((forced != pad_id)[:, None, None] & other, -jnp.inf, logprobs)
-
-
-def beam_search(
-    step_fn: StepFn,
-    cache: Cache,
-    max_lengths: jnp.ndarray,
-    max_len: int,
-    beam_size: int,
-    alpha: float | jnp.ndarray,
-    *,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
-    pad_id: int = PAD_ID,
-    penalty_form: PenaltyForm = "gnmt",
-    prefix: jnp.ndarray | None = None,
-    return_logprobs: bool = False,
-) -> tuple[jnp.ndarray, ...]:
-    """Beam search with the length penalty ((5 + len) / 6) ** alpha, or len ** alpha with
-    ``penalty_form="hf"`` (alpha >= 0; see ``length_penalty``).
-
-    cache: rows [batch * beam_size] (``tile_beams``); max_lengths [batch] as for
-    greedy_search. A hypothesis' log-probability sums, over its steps, log_softmax over
-    the tokens that may be emitted (all but PAD and BOS). Each step extends the K live
-    hypotheses by every token; of the K * vocab candidates, those among the K most
-    probable that end in EOS are finished (scored logprob / length_penalty(length)),
-    and the K most probable that do not stay live (the cache is gathered to follow
-    them). At a row's maximum length every candidate among the K best is finished. A
-    row stops when no live hypothesis can still beat the worst of its K finished ones.
-
-    This is Hugging Face's beam search with ``early_stopping="never"`` (for alpha > 0;
-    any setting for alpha = 0) and, with penalty_form="hf", ``length_penalty=alpha``, when
-    every row has the same max_lengths (``max_new_tokens``) and the model gives PAD
-    (there: blocked by ``bad_words_ids``, but still in its log_softmax) no probability.
-
-    prefix [batch, prefix_len] (PAD after each row's end; one per sentence, not per beam):
-    tokens every beam of the row must start with. Only the forced token extends a beam
-    while the row forces one, with its own log-probability: a prefixed hypothesis scores
-    log p(prefix and continuation) / length_penalty(its whole length), as an unforced
-    search would score the same tokens. (CTranslate2's target_prefix instead leaves the
-    prefix's log-probabilities out.)
-
-    Returns finished tokens [batch, beam_size, max_len] and their scores
-    [batch, beam_size], best first (-inf marks an empty slot); with return_logprobs also
-    their summed log-probabilities [batch, beam_size] (score * length_penalty(length)).
-    """
-    batch, k = max_lengths.shape[0], beam_size
-    max_lengths = jnp.minimum(max_lengths, max_len)
-    best_possible_penalty = length_penalty(max_lengths, alpha, penalty_form)
-    forced = forced_tokens(prefix, max_len, pad_id)
-
-    def running(state):
-        return (state["i"] < max_len) & ~jnp.all(state["done"])
-
-    def step(state):
-        i, live_tokens = state["i"], state["live_tokens"]
-        logits, cache = step_fn(state["cache"], state["last"].reshape(-1), i)
-        logprobs = jax.nn.log_softmax(_allowed_logits(logits, pad_id, bos_id))
-        vocab = logprobs.shape[-1]
-        logprobs = logprobs.reshape(batch, k, vocab)
-        if forced is not None:
-            logprobs = _only_forced(logprobs, forced[:, i], pad_id)
-        candidates = state["live_logprobs"][:, :, None] + logprobs
-        candidates = candidates.reshape(batch, k * vocab)
-        at_limit = (i + 1 >= max_lengths)[:, None]
-
-        # One top-k serves both sets: each live hypothesis has a single EOS extension, so
-        # at most K of the 2K most probable candidates end in EOS and at least K do not.
-        top_logprobs, top = top_k(candidates, 2 * k)
-        top_tokens = top % vocab
-
-        # Finish the candidates among the K most probable that end in EOS (all of them
-        # at the length limit); a beam of one thus stops exactly where greedy does.
-        ends = (top_tokens[:, :k] == eos_id) | at_limit
-        penalty = length_penalty(i + 1, alpha, penalty_form)
-        new_logprobs = jnp.where(ends, top_logprobs[:, :k], -jnp.inf)
-        new_tokens = _extend(live_tokens, top[:, :k] // vocab, top_tokens[:, :k], i)
-        finished_scores, finished_tokens, finished_logprobs = _best(
-            jnp.concatenate([state["finished_scores"], new_logprobs / penalty], axis=1),
-            jnp.concatenate([state["finished_tokens"], new_tokens], axis=1),
-            jnp.concatenate([state["finished_logprobs"], new_logprobs], axis=1),
-            k,
-        )
-
-        # Keep the K most probable candidates that do not end in EOS alive.
-        live_logprobs, kept = top_k(jnp.where(top_tokens == eos_id, -jnp.inf, top_logprobs), k)
-        live = jnp.take_along_axis(top, kept, axis=1)
-        last = (live % vocab).astype(jnp.int32)
-        live_tokens = _extend(live_tokens, live // vocab, last, i)
-        cache = gather_beams(cache, live // vocab)
-
-        # Log-probabilities only fall as hypotheses grow and the penalty is largest at
-        # the row's limit, so live_logprob / penalty(limit) bounds every later score.
-        hopeless = finished_scores[:, -1] > live_logprobs[:, 0] / best_possible_penalty
-        # Rows that were already done keep what they had.
-        was_done = state["done"][:, None]
-        return {
-            "i": i + 1,
-            "done": state["done"] | at_limit[:, 0] | hopeless,
-            "live_tokens": live_tokens,
-            "live_logprobs": live_logprobs,
-            "last": last,
-            "finished_tokens": jnp.where(
-                was_done[:, :, None], state["finished_tokens"], finished_tokens
-            ),
-            "finished_scores": jnp.where(was_done, state["finished_scores"], finished_scores),
-            "finished_logprobs": jnp.where(was_done, state["finished_logprobs"], finished_logprobs),
-            "cache": cache,
-        }
-
-    pads = jnp.full((batch, k, max_len), pad_id, jnp.int32)
-    # Only the first beam is alive at the start, else K copies of BOS would fill the beam.
-    first_alive = jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf).astype(jnp.float32)
-    state = {
-        "i": jnp.array(0, jnp.int32),
-        "done": max_lengths <= 0,
-        "live_tokens": pads,
-        "live_logprobs": jnp.broadcast_to(first_alive, (batch, k)),
-        "last": jnp.full((batch, k), bos_id, jnp.int32),
-        "finished_tokens": pads,
-        "finished_scores": jnp.full((batch, k), -jnp.inf),
-        "finished_logprobs": jnp.full((batch, k), -jnp.inf),
-        "cache": cache,
-    }
-    state = jax.lax.while_loop(running, step, state)
-    if return_logprobs:
-        return state["finished_tokens"], state["finished_scores"], state["finished_logprobs"]
-    return state["finished_tokens"], state["finished_scores"]

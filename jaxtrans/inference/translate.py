@@ -23,10 +23,11 @@ import jax
 import numpy as np
 
 from jaxtrans.errors import UserError
+from jaxtrans.inference.beam_search import PENALTY_FORMS, PenaltyForm
 from jaxtrans.inference.decoding import generate
 from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, members
 from jaxtrans.inference.length_buckets import length_batches
-from jaxtrans.inference.search import PENALTY_FORMS, PenaltyForm, row_keys
+from jaxtrans.inference.search import row_keys
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 

@@ -32,6 +32,10 @@ CACHE = "cache"
 MEMORY_CACHE = "memory_cache"
 
 CacheKind = Literal["causal", "memory"]
+# The self-attention cache's variables: keys and values [rows, ..., max_len, head_dim]
+# (slots second to last; scanned stacks put a layers axis after rows) and the number of
+# slots written so far, a scalar once decoding has started.
+CACHED_KEY, CACHED_VALUE, CACHE_INDEX = "cached_key", "cached_value", "cache_index"
 
 
 def attention_weights(q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None) -> jnp.ndarray:
@@ -184,10 +188,10 @@ class MultiHeadAttention(nn.Module):
         Returns the whole cache [batch, heads, max_len, head_dim] and the mask extended
         so that the query at absolute position index + t sees slots 0 .. index + t.
         """
-        initialized = self.has_variable(CACHE, "cached_key")
-        cached_key = self.variable(CACHE, "cached_key", jnp.zeros, k.shape, k.dtype)
-        cached_value = self.variable(CACHE, "cached_value", jnp.zeros, v.shape, v.dtype)
-        index = self.variable(CACHE, "cache_index", lambda: jnp.array(0, jnp.int32))
+        initialized = self.has_variable(CACHE, CACHED_KEY)
+        cached_key = self.variable(CACHE, CACHED_KEY, jnp.zeros, k.shape, k.dtype)
+        cached_value = self.variable(CACHE, CACHED_VALUE, jnp.zeros, v.shape, v.dtype)
+        index = self.variable(CACHE, CACHE_INDEX, lambda: jnp.array(0, jnp.int32))
         if not initialized:
             # model.init: the call only sizes the cache; attend as without one.
             return k, v, mask
@@ -198,3 +202,45 @@ class MultiHeadAttention(nn.Module):
         slots = jnp.arange(cached_key.value.shape[2])
         visible = slots[None, :] <= start + jnp.arange(k.shape[2])[:, None]  # [q_len, max_len]
         return cached_key.value, cached_value.value, combine_masks(mask, visible[None, None])
+
+
+def reorder_cache(cache, rows: jnp.ndarray):
+    """A decoding cache whose row r is row rows[r] of ``cache`` (beam search following its
+    hypotheses): any tree of "cache" collections, one model's or an ensemble's.
+
+    rows [rows] int32. Keys and values move only in the slots written so far (the cache
+    index): one loop over those slots copies every layer's, so an early step copies a few
+    slots rather than all max_len. Other leaves with a rows axis move whole; scalars (the
+    cache indices) stay. Decoding equals that of a cache gathered whole: the slots past the
+    index hold other rows' old keys and values, which the mask gives weight exactly zero
+    until a step writes them.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(cache)
+    names = [getattr(path[-1], "key", None) for path, _ in leaves]
+    indices = [
+        x for name, (_, x) in zip(names, leaves, strict=True) if name == CACHE_INDEX and x.ndim == 0
+    ]
+    slotted = [i for i, name in enumerate(names) if name in (CACHED_KEY, CACHED_VALUE)]
+    if not indices:
+        slotted = []  # model.init's cache, or not a decoding cache: gather it whole
+    arrays = [
+        x if x.ndim == 0 or i in slotted else jnp.take(x, rows, axis=0)
+        for i, (_, x) in enumerate(leaves)
+    ]
+    if slotted:
+
+        def move_slot(slot, moved):
+            return [_take_rows_at_slot(x, rows, slot) for x in moved]
+
+        filled = jnp.max(jnp.stack(indices))
+        moved = jax.lax.fori_loop(0, filled, move_slot, [leaves[i][1] for i in slotted])
+        for i, x in zip(slotted, moved, strict=True):
+            arrays[i] = x
+    return jax.tree_util.tree_unflatten(treedef, arrays)
+
+
+def _take_rows_at_slot(x: jnp.ndarray, rows: jnp.ndarray, slot: jnp.ndarray) -> jnp.ndarray:
+    """x [rows, ..., max_len, head_dim] with slot ``slot`` of row r taken from row rows[r]."""
+    axis = x.ndim - 2
+    at_slot = jax.lax.dynamic_index_in_dim(x, slot, axis, keepdims=True)
+    return jax.lax.dynamic_update_index_in_dim(x, jnp.take(at_slot, rows, axis=0), slot, axis)

@@ -31,7 +31,7 @@ from typing import Any
 
 from jaxtrans.data.reserved_pieces import EOS_PIECE
 from jaxtrans.errors import UserError
-from jaxtrans.inference.search import PENALTY_FORMS
+from jaxtrans.inference.beam_search import PENALTY_FORMS
 
 
 def search_options(

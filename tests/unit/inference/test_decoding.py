@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from tiny_configs import tiny_transformer_config
 
+from jaxtrans.inference.beam_search import beam_search, tile_beams
 from jaxtrans.inference.decoding import (
     beam_decode,
     cross_attention_cache,
@@ -17,7 +18,7 @@ from jaxtrans.inference.decoding import (
     init_cache,
     make_step_fn,
 )
-from jaxtrans.inference.search import beam_search, greedy_search, tile_beams
+from jaxtrans.inference.search import greedy_search
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 

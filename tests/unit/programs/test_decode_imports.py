@@ -12,10 +12,7 @@ HEAVY = ("jaxtrans.training.loop", "jaxtrans.training.metrics", "tensorboardX", 
 
 @pytest.mark.parametrize("module", ["evaluate", "jaxtrans.translator"])
 def test_decoding_does_not_import_training_or_torch(module):
-    code = (
-        f"import sys, {module}\n"
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
-    )
+    code = f"import sys, {module}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
