@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.search import Cache, StepFn, allowed_logits, forced_tokens
+from jaxtrans.inference.top_tokens import log_softmax_top_k, top_k
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 # How beam search normalises a finished hypothesis' log-probability by its length.
@@ -40,16 +41,6 @@ def length_penalty(
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def top_k(x: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``jax.lax.top_k`` behind an optimization barrier.
-
-    XLA's CPU compiler turns a top-k into its fast kernel only while the results are used
-    whole; slicing them further (as beam search does) makes it a full sort of the row,
-    about 100x slower over a 32k-candidate row. The barrier keeps the results whole.
-    """
-    return jax.lax.optimization_barrier(jax.lax.top_k(x, k))
-
-
 def tile_beams(tree: Cache, beam_size: int) -> Cache:
     """Repeat every row beam_size times: leaves [batch, ...] -> [batch * beam_size, ...]."""
     return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, beam_size, axis=0), tree)
@@ -66,23 +57,28 @@ def gather_rows(tree: Cache, rows: jnp.ndarray) -> Cache:
     return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, rows, axis=0), tree)
 
 
-def _top_candidates(live_logprobs: jnp.ndarray, logprobs: jnp.ndarray, n: int):
+def _top_candidates(
+    live_logprobs: jnp.ndarray,
+    beam_logprobs: jnp.ndarray,
+    beam_tokens: jnp.ndarray,
+    vocab: int,
+    n: int,
+):
     """The n most probable extensions of the live hypotheses: their summed
     log-probabilities [batch, n], best first, and their indices [batch, n] into the
     flattened [K * vocab] candidates (beam * vocab + token).
 
-    live_logprobs [batch, K], logprobs [batch, K, vocab]. Each beam's n best tokens come
-    first, then the n best of those K * n sums: no beam holds more than n of the n best,
-    and top_k breaks ties by the lower index both times, so this is the top_k of all
-    K * vocab sums, ties and all, without writing them (a [batch, K * vocab] array a step).
+    live_logprobs [batch, K]; beam_logprobs, beam_tokens [batch, K, m >= min(n, vocab)]:
+    each beam's m most probable tokens, best first (the lower token first among equals).
+    No beam holds more than n of the n best sums and top_k takes the lower index first
+    among equals, so this is the top_k of all K * vocab sums, ties and all, without
+    writing them.
     """
-    batch, k, vocab = logprobs.shape
-    per_beam = min(n, vocab)
-    beam_logprobs, tokens = top_k(logprobs, per_beam)  # [batch, K, per_beam]
-    sums = (live_logprobs[:, :, None] + beam_logprobs).reshape(batch, k * per_beam)
+    batch, k, m = beam_logprobs.shape
+    sums = (live_logprobs[:, :, None] + beam_logprobs).reshape(batch, k * m)
     top_logprobs, index = top_k(sums, n)
-    token = jnp.take_along_axis(tokens.reshape(batch, k * per_beam), index, axis=1)
-    return top_logprobs, (index // per_beam) * vocab + token
+    token = jnp.take_along_axis(beam_tokens.reshape(batch, k * m), index, axis=1)
+    return top_logprobs, (index // m) * vocab + token
 
 
 def _extend(tokens: jnp.ndarray, beams: jnp.ndarray, new: jnp.ndarray, i: jnp.ndarray):
@@ -99,12 +95,11 @@ def _best(scores: jnp.ndarray, tokens: jnp.ndarray, logprobs: jnp.ndarray, k: in
     return scores, tokens, jnp.take_along_axis(logprobs, index, axis=1)
 
 
-def _only_forced(logprobs: jnp.ndarray, forced: jnp.ndarray, pad_id: int) -> jnp.ndarray:
-    """logprobs [batch, K, vocab] with every token but forced [batch] at -inf in the rows
-    that force one (forced != PAD): the beams follow the prefix, and the forced token keeps
-    its own log-probability, so the prefix counts in the score."""
-    other = jnp.arange(logprobs.shape[-1]) != forced[:, None, None]
-    return jnp.where((forced != pad_id)[:, None, None] & other, -jnp.inf, logprobs)
+def _only_forced(logits: jnp.ndarray, forced: jnp.ndarray, pad_id: int) -> jnp.ndarray:
+    """logits [rows, vocab] with every token but forced [rows] at -inf in the rows that
+    force one (forced != PAD): the beams follow the prefix."""
+    other = jnp.arange(logits.shape[-1]) != forced[:, None]
+    return jnp.where((forced != pad_id)[:, None] & other, -jnp.inf, logits)
 
 
 def beam_search(
@@ -159,6 +154,7 @@ def beam_search(
     max_lengths = jnp.minimum(max_lengths, max_len)
     best_possible_penalty = length_penalty(max_lengths, alpha, penalty_form)
     forced = forced_tokens(prefix, max_len, pad_id)
+    forced_rows = None if forced is None else jnp.repeat(forced, k, axis=0)
 
     def running(state):
         return (state["i"] < max_len) & ~jnp.all(state["done"])
@@ -166,16 +162,23 @@ def beam_search(
     def step(state):
         i, live_tokens = state["i"], state["live_tokens"]
         logits, cache = step_fn(state["cache"], state["last"].reshape(-1), i)
-        logprobs = jax.nn.log_softmax(allowed_logits(logits, pad_id, bos_id))
-        vocab = logprobs.shape[-1]
-        logprobs = logprobs.reshape(batch, k, vocab)
-        if forced is not None:
-            logprobs = _only_forced(logprobs, forced[:, i], pad_id)
+        logits = allowed_logits(logits, pad_id, bos_id)
+        vocab = logits.shape[-1]
+        # The prefix's token alone may extend a beam, with its own log-probability, so
+        # the prefix counts in the score.
+        ranked = None if forced is None else _only_forced(logits, forced_rows[:, i], pad_id)
+        beam_logprobs, beam_tokens = log_softmax_top_k(logits, min(2 * k, vocab), ranked)
         at_limit = (i + 1 >= max_lengths)[:, None]
 
         # One top-k serves both sets: each live hypothesis has a single EOS extension, so
         # at most K of the 2K most probable candidates end in EOS and at least K do not.
-        top_logprobs, top = _top_candidates(state["live_logprobs"], logprobs, 2 * k)
+        top_logprobs, top = _top_candidates(
+            state["live_logprobs"],
+            beam_logprobs.reshape(batch, k, -1),
+            beam_tokens.reshape(batch, k, -1),
+            vocab,
+            2 * k,
+        )
         top_tokens = top % vocab
 
         # Finish the candidates among the K most probable that end in EOS (all of them
