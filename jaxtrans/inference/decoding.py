@@ -20,10 +20,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import PenaltyForm, beam_search, tile_beams
+from jaxtrans.inference.cpu_kernels import compiler_options, transposed_output
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Cache, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.models.transformer import OUTPUT_KERNEL
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -120,6 +122,10 @@ def model_decoder(
     their sentence's memory (its keys/values tiled once, never gathered)."""
     params = nn.unbox(params)
     keys_values = tile_beams(_encode_and_cache_memory(config, params, source), beam_size)
+    rows = source.shape[0] * beam_size
+    if config.tie_output and transposed_output(rows):
+        kernel = Transformer(config).apply({"params": params}, method=Transformer.output_kernel)
+        keys_values = {**keys_values, OUTPUT_KERNEL: kernel}
     rows_source = jnp.repeat(source, beam_size, axis=0)
     step = make_step_fn(config, params, keys_values, rows_source)
     return step, init_cache(config, params, keys_values, rows_source, max_len)
@@ -140,7 +146,12 @@ def decoder(
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC)
+def _options(arguments: dict) -> dict | None:
+    """The compiler options of a decoder call (cpu_kernels.compiler_options by its rows)."""
+    return compiler_options(arguments["source"].shape[0] * arguments.get("beam_size", 1))
+
+
+@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
 def greedy_decode(
     params,
     source: jnp.ndarray,
@@ -173,7 +184,7 @@ def greedy_decode(
     )
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC)
+@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
 def sample_decode(
     params,
     source: jnp.ndarray,
@@ -214,7 +225,7 @@ def sample_decode(
 _BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs")
 
 
-@functools.partial(StoredJit, static_argnames=_BEAM_STATIC)
+@functools.partial(StoredJit, static_argnames=_BEAM_STATIC, compiler_options=_options)
 def beam_decode(
     params,
     source: jnp.ndarray,

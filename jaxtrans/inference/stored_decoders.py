@@ -23,6 +23,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
+import inspect
 import os
 import pathlib
 import tempfile
@@ -109,38 +110,74 @@ def _named(call: Callable, name: str) -> Callable:
 
 class StoredJit:
     """``jax.jit(fn, static_argnames=...)`` whose traced programs are stored (see the
-    module's docstring). ``lower`` is the plain jitted function's."""
+    module's docstring).
 
-    def __init__(self, fn: Callable, static_argnames: Sequence[str]):
+    compiler_options(arguments) -> XLA options or None: the options a call is compiled
+    with, from its arguments by name (defaults applied); they must follow from the static
+    arguments and shapes, which key the stored programs.
+    """
+
+    def __init__(
+        self,
+        fn: Callable,
+        static_argnames: Sequence[str],
+        compiler_options: Callable[[dict], dict | None] | None = None,
+    ):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self._signature = inspect.signature(fn)
         self._static_argnames = tuple(static_argnames)
-        self._jitted = jax.jit(fn, static_argnames=self._static_argnames)
-        self.lower = self._jitted.lower
+        self._compiler_options = compiler_options
+        # jax.jit of fn, one for each set of compiler options (key: sorted option items).
+        self._jits: dict[tuple, Callable] = {}
         # key -> the jitted call of its exported program (None: it cannot be stored).
         self._programs: dict[str, Callable | None] = {}
 
+    def _options(self, args: tuple, kwargs: dict) -> dict | None:
+        if self._compiler_options is None:
+            return None
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return self._compiler_options(bound.arguments)
+
+    def _jitted(self, options: dict | None) -> Callable:
+        key = tuple(sorted((options or {}).items()))
+        if key not in self._jits:
+            self._jits[key] = jax.jit(
+                self._fn, static_argnames=self._static_argnames, compiler_options=options
+            )
+        return self._jits[key]
+
+    def lower(self, *args, **kwargs):
+        """The plain jitted function's ``lower``, with this call's compiler options."""
+        return self._jitted(self._options(args, kwargs)).lower(*args, **kwargs)
+
     def __call__(self, *args, **kwargs):
+        options = self._options(args, kwargs)
         directory = store_directory()
         if not directory:
-            return self._jitted(*args, **kwargs)
+            return self._jitted(options)(*args, **kwargs)
         static = {k: kwargs.pop(k) for k in self._static_argnames if k in kwargs}
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         args, kwargs = jax.tree.map(jnp.asarray, (args, kwargs))
         key = program_key(self.__qualname__, static, args, kwargs)
         if key not in self._programs:
-            self._programs[key] = self._load(os.path.join(directory, key), static, args, kwargs)
+            path = os.path.join(directory, key)
+            self._programs[key] = self._load(path, static, args, kwargs, options)
         program = self._programs[key]
         if program is None:
-            return self._jitted(*args, **kwargs, **static)
+            return self._jitted(options)(*args, **kwargs, **static)
         return program(*args, **kwargs)
 
     def _cache_size(self) -> int:
         """Programs compiled in this process, as ``jax.jit``'s ``_cache_size``."""
         stored = [p for p in self._programs.values() if p is not None]
-        return self._jitted._cache_size() + sum(p._cache_size() for p in stored)
+        jitted = sum(j._cache_size() for j in self._jits.values())
+        return jitted + sum(p._cache_size() for p in stored)
 
-    def _load(self, path: str, static: dict, args: tuple, kwargs: dict) -> Callable | None:
+    def _load(
+        self, path: str, static: dict, args: tuple, kwargs: dict, options: dict | None
+    ) -> Callable | None:
         """The stored program at ``path``, traced and stored first where there is none."""
         exported = None
         if os.path.exists(path):
@@ -158,4 +195,4 @@ class StoredJit:
                 return None
             with contextlib.suppress(OSError):  # a full or read-only cache: used, not kept
                 _write_atomically(path, exported.serialize())
-        return jax.jit(_named(exported.call, exported.fun_name))
+        return jax.jit(_named(exported.call, exported.fun_name), compiler_options=options)
