@@ -20,7 +20,7 @@ transposed once per call (``transposed_output``). Elsewhere nothing changes; oth
 platforms are never affected.
 """
 
-import jax
+from jaxtrans.nn.attention_kernels import current_platform
 
 # Rows at and below which XLA:CPU's Eigen kernels decode faster (the table above).
 FEW_ROWS = 48
@@ -29,8 +29,9 @@ _NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
 def few_rows(rows: int) -> bool:
-    """Whether a decoder of ``rows`` rows, on the default backend, takes the Eigen kernels."""
-    return jax.default_backend() == "cpu" and rows <= FEW_ROWS
+    """Whether a decoder of ``rows`` rows takes the Eigen kernels: on CPU, the platform it
+    is traced for (attention_kernels.target_platform when compiling for another)."""
+    return current_platform() == "cpu" and rows <= FEW_ROWS
 
 
 def compiler_options(rows: int) -> dict[str, str] | None:

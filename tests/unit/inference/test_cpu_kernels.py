@@ -14,6 +14,7 @@ from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer
 from jaxtrans.models.transformer import OUTPUT_KERNEL
 from jaxtrans.nn.attention import MEMORY_CACHE
+from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
 FEW = cpu_kernels.FEW_ROWS
@@ -26,10 +27,11 @@ def test_few_rows_on_cpu_take_the_eigen_kernels_and_many_the_defaults():
     assert cpu_kernels.transposed_output(1) and not cpu_kernels.transposed_output(FEW + 1)
 
 
-def test_other_platforms_keep_the_defaults(monkeypatch):
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert cpu_kernels.compiler_options(1) is None
-    assert not cpu_kernels.transposed_output(1)
+@pytest.mark.parametrize("platform", ["gpu", "tpu"])
+def test_other_platforms_keep_the_defaults(platform):
+    with target_platform(platform):  # as python -m jaxtrans.compile traces for a TPU
+        assert cpu_kernels.compiler_options(1) is None
+        assert not cpu_kernels.transposed_output(1)
 
 
 def _tied_model():
