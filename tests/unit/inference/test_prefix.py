@@ -150,10 +150,13 @@ def test_an_empty_prefix_is_no_prefix_in_greedy_search_sampling_and_beam_search(
         np.testing.assert_array_equal(
             decode(params, src, LENGTHS, *args, prefix=empty, **common), plain
         )
-    plain = beam_decode(params, src, LENGTHS, beam_size=3, **common)
-    forced = beam_decode(params, src, LENGTHS, beam_size=3, prefix=empty, **common)
-    for a, b in zip(plain, forced, strict=True):
-        np.testing.assert_array_equal(a, b)
+    plain_tokens, plain_scores = beam_decode(params, src, LENGTHS, beam_size=3, **common)
+    tokens, scores = beam_decode(params, src, LENGTHS, beam_size=3, prefix=empty, **common)
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    # Two compiled programs (the prefix one ranks tokens among the allowed): XLA may sum a
+    # row's exponentials in another order, a last-bit difference in a log-probability
+    # (2e-7 relative seen); a prefix token counted wrongly would move a score by far more.
+    np.testing.assert_allclose(scores, plain_scores, rtol=1e-6)
 
 
 @functools.cache
