@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import PenaltyForm, beam_search, tile_beams
-from jaxtrans.inference.cpu_kernels import compiler_options, transposed_output
+from jaxtrans.inference.cpu_decoding import compiler_options, transposed_output
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Cache, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
@@ -147,7 +147,7 @@ _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
 def _options(arguments: dict) -> dict | None:
-    """The compiler options of a decoder call (cpu_kernels.compiler_options by its rows)."""
+    """The compiler options of a decoder call (cpu_decoding.compiler_options by its rows)."""
     return compiler_options(arguments["source"].shape[0] * arguments.get("beam_size", 1))
 
 

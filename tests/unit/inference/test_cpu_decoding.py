@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tiny_configs import tiny_transformer_config
 
-from jaxtrans.inference import cpu_kernels
+from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.decoding import beam_decode, greedy_decode, model_decoder
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer
@@ -17,21 +17,21 @@ from jaxtrans.nn.attention import MEMORY_CACHE
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
-FEW = cpu_kernels.FEW_ROWS
+FEW = cpu_decoding.FEW_ROWS
 
 
 def test_few_rows_on_cpu_take_the_eigen_kernels_and_many_the_defaults():
     assert jax.default_backend() == "cpu"
-    assert cpu_kernels.compiler_options(FEW) == {"xla_cpu_experimental_ynn_fusion_type": ""}
-    assert cpu_kernels.compiler_options(FEW + 1) is None
-    assert cpu_kernels.transposed_output(1) and not cpu_kernels.transposed_output(FEW + 1)
+    assert cpu_decoding.compiler_options(FEW) == {"xla_cpu_experimental_ynn_fusion_type": ""}
+    assert cpu_decoding.compiler_options(FEW + 1) is None
+    assert cpu_decoding.transposed_output(1) and not cpu_decoding.transposed_output(FEW + 1)
 
 
 @pytest.mark.parametrize("platform", ["gpu", "tpu"])
 def test_other_platforms_keep_the_defaults(platform):
     with target_platform(platform):  # as python -m jaxtrans.compile traces for a TPU
-        assert cpu_kernels.compiler_options(1) is None
-        assert not cpu_kernels.transposed_output(1)
+        assert cpu_decoding.compiler_options(1) is None
+        assert not cpu_decoding.transposed_output(1)
 
 
 def _tied_model():
@@ -86,7 +86,7 @@ def test_a_stored_decoder_compiles_each_call_with_the_options_of_its_rows():
 
     def options(arguments):
         calls.append(arguments["rows"].shape[0] * arguments["scale"])
-        return cpu_kernels.compiler_options(calls[-1])
+        return cpu_decoding.compiler_options(calls[-1])
 
     def matmul(rows, weights, *, scale=1):
         return rows @ weights * scale
