@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import PenaltyForm, beam_search, tile_beams
-from jaxtrans.inference.cpu_decoding import compiler_options, transposed_output
+from jaxtrans.inference.cpu_decoding import compiler_options, narrowing_stages, transposed_output
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
-from jaxtrans.inference.search import Cache, StepFn, greedy_search, sample_search
+from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.transformer import OUTPUT_KERNEL
@@ -116,10 +116,11 @@ def _encode_and_cache_memory(config: TransformerConfig, params, source: jnp.ndar
 
 def model_decoder(
     config: TransformerConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
-) -> tuple[StepFn, Cache]:
-    """One model's search step over rows [batch * beam_size] (beam-minor, beam_search.tile_beams)
-    and its zeroed cache, for source [batch, src_len]: encoded once, and the beams share
-    their sentence's memory (its keys/values tiled once, never gathered)."""
+) -> Decoder:
+    """One model's search step over rows [batch * beam_size] (beam-minor, beam_search.tile_beams),
+    its zeroed cache and their narrowing to fewer rows, for source [batch, src_len]: encoded
+    once, and the beams share their sentence's memory (its keys/values tiled once, never
+    gathered)."""
     params = nn.unbox(params)
     keys_values = tile_beams(_encode_and_cache_memory(config, params, source), beam_size)
     rows = source.shape[0] * beam_size
@@ -127,15 +128,32 @@ def model_decoder(
         kernel = Transformer(config).apply({"params": params}, method=Transformer.output_kernel)
         keys_values = {**keys_values, OUTPUT_KERNEL: kernel}
     rows_source = jnp.repeat(source, beam_size, axis=0)
-    step = make_step_fn(config, params, keys_values, rows_source)
-    return step, init_cache(config, params, keys_values, rows_source, max_len)
+    cache = init_cache(config, params, keys_values, rows_source, max_len)
+    return _rows_decoder(config, params, keys_values, rows_source, cache)
+
+
+def _rows_decoder(config, params, keys_values: dict, rows_source, cache) -> Decoder:
+    """model_decoder's Decoder over the rows of ``rows_source``, whose memory keys/values
+    and cache are given; its narrowing takes rows of all three."""
+
+    def narrow(cache, rows: jnp.ndarray) -> Decoder:
+        # The transposed output kernel (cpu_decoding.transposed_output) has no rows.
+        kept = {k: v if k == OUTPUT_KERNEL else _take_rows(v, rows) for k, v in keys_values.items()}
+        return _rows_decoder(config, params, kept, rows_source[rows], _take_rows(cache, rows))
+
+    return Decoder(make_step_fn(config, params, keys_values, rows_source), cache, narrow)
+
+
+def _take_rows(tree, rows: jnp.ndarray):
+    """Rows ``rows`` of every leaf with a rows axis (the first); scalars (cache indices) stay."""
+    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, rows, axis=0), tree)
 
 
 def decoder(
     config: ModelConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
-) -> tuple[StepFn, Cache]:
-    """model_decoder's (step_fn, cache) of one model, or of an ensemble (configs and params
-    tuples): the members' own, joined by ensemble.ensemble_decoder."""
+) -> Decoder:
+    """model_decoder's Decoder of one model, or of an ensemble (configs and params tuples):
+    the members' own, joined by ensemble.ensemble_decoder."""
     if not is_ensemble(config):
         return model_decoder(config, params, source, max_len, beam_size)
     return ensemble_decoder(
@@ -171,7 +189,7 @@ def greedy_decode(
     tokens, PAD after each row's end (search.greedy_search). Returns tokens
     [batch, max_len] int32, PAD after EOS.
     """
-    step, cache = decoder(config, params, source, max_len)
+    step, cache, narrow = decoder(config, params, source, max_len)
     return greedy_search(
         step,
         cache,
@@ -181,6 +199,8 @@ def greedy_decode(
         eos_id=eos_id,
         pad_id=pad_id,
         prefix=prefix,
+        narrow=narrow,
+        stages=narrowing_stages(source.shape[0]),
     )
 
 
@@ -205,7 +225,7 @@ def sample_decode(
     a PRNG key per row (search.row_keys). temperature, top_k and top_p are traced: one
     compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after EOS.
     """
-    step, cache = decoder(config, params, source, max_len)
+    step, cache, narrow = decoder(config, params, source, max_len)
     return sample_search(
         step,
         cache,
@@ -219,6 +239,8 @@ def sample_decode(
         eos_id=eos_id,
         pad_id=pad_id,
         prefix=prefix,
+        narrow=narrow,
+        stages=narrowing_stages(source.shape[0]),
     )
 
 
@@ -250,7 +272,7 @@ def beam_decode(
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
     with return_logprobs also their summed log-probabilities [batch, beam_size].
     """
-    step, cache = decoder(config, params, source, max_len, beam_size)
+    step, cache, _ = decoder(config, params, source, max_len, beam_size)
     return beam_search(
         step,
         cache,

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.inference.search import Cache, StepFn
+from jaxtrans.inference.search import Decoder, StepFn
 from jaxtrans.models import TransformerConfig
 
 # One model's config, or an ensemble's: one config a member.
@@ -77,6 +77,14 @@ def ensemble_step_fn(step_fns: Sequence[StepFn]) -> StepFn:
     return step
 
 
-def ensemble_decoder(decoders: Sequence[tuple[StepFn, Cache]]) -> tuple[StepFn, Cache]:
-    """The members' (step_fn, zeroed cache) pairs -> the ensemble's (step_fn, cache)."""
-    return ensemble_step_fn([fn for fn, _ in decoders]), tuple(cache for _, cache in decoders)
+def ensemble_decoder(decoders: Sequence[Decoder]) -> Decoder:
+    """The members' Decoders -> the ensemble's: their steps as one, their caches as a tuple,
+    and every member narrowed to the same rows (no narrowing where a member has none)."""
+    narrows = [d.narrow for d in decoders]
+
+    def narrow(caches: tuple, rows: jnp.ndarray) -> Decoder:
+        return ensemble_decoder([n(c, rows) for n, c in zip(narrows, caches, strict=True)])
+
+    step = ensemble_step_fn([d.step for d in decoders])
+    caches = tuple(d.cache for d in decoders)
+    return Decoder(step, caches, narrow if all(n is not None for n in narrows) else None)

@@ -5,9 +5,10 @@ Every static shape of a batch is a program XLA compiles (seconds each); a padded
 costs only its share of the step. So lengths are padded up a fixed ladder rather than to
 the longest sentence:
 
-    lengths:  m, 2m, ..., 8m, 10m, 12m, 14m, 16m, 20m, 24m, ...   (m = length_multiple;
-              four rungs an octave past 8m, each at most 1.25x the one below), cut at
-              the model's position limit
+    lengths:  m, 2m, ..., 8m, 10m, 12m, 14m, 16m, 20m, 24m, ...   (m = length_multiple,
+              by default 4 on CPU and 16 elsewhere, cpu_decoding.length_multiple; four
+              rungs an octave past 8m, each at most 1.25x the one below), cut at the
+              model's position limit
     rows:     the batch size; a last, shorter batch the next power of two below it
     output:   source bucket + max_extra_length + prefix bucket, cut at the position limit
 
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.ensemble import ModelConfig, member_configs
 from jaxtrans.vocab import PAD_ID
 
@@ -84,14 +86,17 @@ def length_batches(
     *,
     batch_size: int,
     max_extra_length: int,
-    length_multiple: int,
+    length_multiple: int | None = None,
     pad_id: int = PAD_ID,
 ) -> Iterator[LengthBatch]:
     """The sentences in batches, longest first, padded to the ladder's shapes. A sentence
     may produce len(source) + max_extra_length + len(prefix) tokens; learned positions
     exist only up to config.max_len, so there longer sources are cut and outputs capped
     (a prefix's tokens past the cap are never emitted). A batch whose sentences have no
-    prefix tokens gets prefix None."""
+    prefix tokens gets prefix None. length_multiple None: the platform's
+    (cpu_decoding.length_multiple: 4 on CPU, 16 elsewhere)."""
+    if length_multiple is None:
+        length_multiple = cpu_decoding.length_multiple()
     limit = position_limit(config)
     sources = [list(s)[:limit] for s in sources]
     prefixes = prefixes or [[] for _ in sources]

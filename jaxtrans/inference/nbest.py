@@ -84,7 +84,7 @@ def nbest_ids(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_extra_length: int = 50,
-    length_multiple: int = 16,
+    length_multiple: int | None = None,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
@@ -146,7 +146,7 @@ def translate_nbest(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_extra_length: int = 50,
-    length_multiple: int = 16,
+    length_multiple: int | None = None,
     penalty_form: PenaltyForm = "gnmt",
     prefix: str | Sequence[str] | None = None,
 ) -> list[list[Hypothesis]]:

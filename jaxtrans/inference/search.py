@@ -18,10 +18,18 @@ follows EOS.
 A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) makes
 step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
 the search goes on from the cache the steps built over it.
+
+Greedy search and sampling may also drop finished rows as they go. Given ``narrow`` and
+``stages`` (row counts, decreasing), the loop stops when at most stages[0] rows still run;
+the running rows move first, ``narrow(cache, rows)`` gives the Decoder of those rows (step
+function, cache, and its own narrow), and the search goes on with stages[0] rows until at
+most stages[1] run, and so on; each row's tokens go back to its sentence's place at the
+end. A step's cost grows with its rows, and a batch's sentences end at different steps:
+the last stage decodes the longest sentences alone.
 """
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +38,22 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
 StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]
+
+
+class Decoder(NamedTuple):
+    """What a search runs: the step function, its starting cache and, where the model can
+    give one, the narrowing of both to fewer rows (None: the rows stay):
+
+        narrow(cache, rows [n] int32) -> the Decoder of rows[0], ..., rows[n - 1] of the
+        current rows, with their part of ``cache``
+    """
+
+    step: StepFn
+    cache: Cache
+    narrow: "Narrow | None" = None
+
+
+Narrow = Callable[[Cache, jnp.ndarray], Decoder]
 
 
 def allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
@@ -61,41 +85,73 @@ def forced_tokens(prefix: jnp.ndarray | None, max_len: int, pad_id: int) -> jnp.
     return jnp.pad(prefix, ((0, 0), (0, max_len - prefix.shape[1])), constant_values=pad_id)
 
 
-def _most_probable(logits: jnp.ndarray, step: jnp.ndarray) -> jnp.ndarray:
+def _most_probable(logits: jnp.ndarray, step: jnp.ndarray, rows: jnp.ndarray) -> jnp.ndarray:
     """greedy_search's choice: the first most probable token of each row."""
     return argmax(logits)
 
 
-def _token_search(step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix):
-    """One token a row a step: ``choose(allowed_logits [batch, vocab], i) -> [batch]``, or
-    the prefix's token where it forces one."""
+def _token_search(
+    step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix, narrow, stages
+):
+    """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
+    -> [rows]``, or the prefix's token where it forces one; narrowed to each of ``stages``
+    rows in turn (see the module's docstring) where ``narrow`` is given."""
     batch = max_lengths.shape[0]
-    max_lengths = jnp.minimum(max_lengths, max_len)
     forced = forced_tokens(prefix, max_len, pad_id)
-
-    def running(state):
-        i, _, _, done, _ = state
-        return (i < max_len) & ~jnp.all(done)
-
-    def step(state):
-        i, tokens, last, done, cache = state
-        logits, cache = step_fn(cache, last, i)
-        token = choose(allowed_logits(logits, pad_id, bos_id), i)
-        if forced is not None:
-            token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
-        token = jnp.where(done, pad_id, token)
-        tokens = tokens.at[:, i].set(token)
-        done = done | (token == eos_id) | (i + 1 >= max_lengths)
-        return i + 1, tokens, token, done, cache
-
+    stages = tuple(stages) if narrow is not None else ()
+    previous = (batch, *stages)[: len(stages)]
+    if any(b >= a for a, b in zip(previous, stages, strict=True)) or any(n < 1 for n in stages):
+        raise ValueError(f"stages {stages} must decrease from the {batch} rows and stay above 0")
+    # The running rows: row r decodes sentence sentences[r].
+    sentences = jnp.arange(batch, dtype=jnp.int32)
+    limits = jnp.minimum(max_lengths, max_len)
     state = (
         jnp.array(0, jnp.int32),
         jnp.full((batch, max_len), pad_id, jnp.int32),
         jnp.full((batch,), bos_id, jnp.int32),
-        max_lengths <= 0,
+        limits <= 0,
         cache,
     )
-    return jax.lax.while_loop(running, step, state)[1]
+    output = None
+    for next_rows in (*stages, 0):
+        state = _decode_while_more_than(
+            next_rows, step_fn, state, sentences, limits, forced, choose, (bos_id, eos_id, pad_id)
+        )
+        i, tokens, last, done, cache = state
+        if not stages:
+            return tokens
+        output = jnp.full((batch, max_len), pad_id, jnp.int32) if output is None else output
+        output = output.at[sentences].set(tokens)
+        if next_rows:
+            keep = jnp.argsort(done, stable=True)[:next_rows].astype(jnp.int32)  # running first
+            step_fn, cache, narrow = narrow(cache, keep)
+            sentences, limits = sentences[keep], limits[keep]
+            state = (i, tokens[keep], last[keep], done[keep], cache)
+    return output
+
+
+def _decode_while_more_than(rows, step_fn, state, sentences, limits, forced, choose, ids):
+    """_token_search's loop over one stage: steps while more than ``rows`` rows run."""
+    bos_id, eos_id, pad_id = ids
+    max_len = state[1].shape[1]
+    forced = None if forced is None else forced[sentences]
+
+    def running(state):
+        i, _, _, done, _ = state
+        return (i < max_len) & (jnp.sum(~done) > rows)
+
+    def step(state):
+        i, tokens, last, done, cache = state
+        logits, cache = step_fn(cache, last, i)
+        token = choose(allowed_logits(logits, pad_id, bos_id), i, sentences)
+        if forced is not None:
+            token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
+        token = jnp.where(done, pad_id, token)
+        tokens = tokens.at[:, i].set(token)
+        done = done | (token == eos_id) | (i + 1 >= limits)
+        return i + 1, tokens, token, done, cache
+
+    return jax.lax.while_loop(running, step, state)
 
 
 def greedy_search(
@@ -108,17 +164,21 @@ def greedy_search(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
+    narrow: Narrow | None = None,
+    stages: Sequence[int] = (),
 ) -> jnp.ndarray:
     """The most probable next token at every step, after the forced ``prefix`` if given.
 
     max_lengths [batch]: tokens each row may produce (EOS included, the prefix too); 0
     marks a dummy row. max_len: static length of the output buffer. prefix [batch,
-    prefix_len]: forced tokens, PAD after each row's end. Returns tokens [batch, max_len]
+    prefix_len]: forced tokens, PAD after each row's end. narrow, stages: finished rows
+    dropped (the module's docstring; the same tokens). Returns tokens [batch, max_len]
     int32.
     """
     return _token_search(
-        step_fn, cache, max_lengths, max_len, _most_probable, bos_id, eos_id, pad_id, prefix
-    )
+        step_fn, cache, max_lengths, max_len, _most_probable, bos_id, eos_id, pad_id, prefix,
+        narrow, stages,
+    )  # fmt: skip
 
 
 def sampling_logits(
@@ -167,23 +227,27 @@ def sample_search(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
+    narrow: Narrow | None = None,
+    stages: Sequence[int] = (),
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
 
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
-    the same keys and inputs give the same tokens. prefix: forced tokens, as for
-    greedy_search (the draws start after it). Returns tokens [batch, max_len] int32.
+    the same keys and inputs give the same tokens. prefix, narrow, stages: as for
+    greedy_search (the draws start after the prefix; a row keeps its key when rows are
+    dropped). Returns tokens [batch, max_len] int32.
     """
     temperature = jnp.asarray(temperature, jnp.float32)
     greedy = temperature <= 0
 
-    def choose(logits, i):
+    def choose(logits, i, sentences):
         kept = sampling_logits(logits, jnp.where(greedy, 1.0, temperature), top_k, top_p)
-        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, i)
+        step_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys[sentences], i)
         drawn = jax.vmap(jax.random.categorical)(step_keys, kept).astype(jnp.int32)
         return jnp.where(greedy, argmax(logits), drawn)
 
     return _token_search(
-        step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix
-    )
+        step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix,
+        narrow, stages,
+    )  # fmt: skip

@@ -68,12 +68,13 @@ def check_search(
     beam_size: int,
     alpha: float,
     max_extra_length: int,
-    length_multiple: int,
+    length_multiple: int | None,
     penalty_form: str,
 ) -> None:
     """UserError unless the search's sizes are at least 1, alpha >= 0 and penalty_form is
     one of PENALTY_FORMS."""
-    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or length_multiple < 1:
+    multiple = 1 if length_multiple is None else length_multiple
+    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or multiple < 1:
         raise UserError(
             f"batch_size={batch_size}, beam_size={beam_size}, max_extra_length="
             f"{max_extra_length}, length_multiple={length_multiple}: each must be at least 1"
@@ -139,7 +140,7 @@ def translate_ids(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_extra_length: int = 50,
-    length_multiple: int = 16,
+    length_multiple: int | None = None,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
@@ -225,7 +226,7 @@ def translate(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_extra_length: int = 50,
-    length_multiple: int = 16,
+    length_multiple: int | None = None,
     penalty_form: PenaltyForm = "gnmt",
     sampling: bool = False,
     temperature: float = 1.0,

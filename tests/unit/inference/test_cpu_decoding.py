@@ -50,7 +50,7 @@ def test_a_tied_projection_is_read_transposed_by_few_rows_and_gives_the_teacher_
 
     @jax.jit
     def cached(params):
-        step, cache = model_decoder(config, params, source, max_len=6)
+        step, cache, _ = model_decoder(config, params, source, max_len=6)
         logits = []
         for t in range(6):
             step_logits, cache = step(cache, jnp.asarray(target[:, t]), jnp.array(t))
@@ -75,7 +75,7 @@ def test_the_transposed_kernel_is_in_the_memory_cache_only_for_few_rows(monkeypa
 
     monkeypatch.setattr(Transformer, "_project", spy)
     for beam_size, expected in [(1, True), (FEW // 3 + 1, False)]:
-        step, cache = model_decoder(config, params, source, 4, beam_size)
+        step, cache, _ = model_decoder(config, params, source, 4, beam_size)
         seen.clear()  # the steps' projections, not those of the calls that set them up
         step(cache, jnp.full((source.shape[0] * beam_size,), BOS_ID), jnp.array(0))
         assert seen == [expected], (beam_size, seen)

@@ -62,7 +62,7 @@ def ensemble(models) -> tuple[tuple, tuple]:
 def ensemble_step_logprobs(params, src, target, *, config) -> jnp.ndarray:
     """Feed target [batch, T] through the ensemble's cached step, one token a step ->
     its next-token log-probabilities [batch, T, vocab]."""
-    step, cache = decoder(config, params, src, target.shape[1])
+    step, cache, _ = decoder(config, params, src, target.shape[1])
 
     def feed(cache, t):
         logprobs, cache = step(cache, target[:, t], t)

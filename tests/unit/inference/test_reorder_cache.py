@@ -78,7 +78,7 @@ def test_beam_search_with_the_written_slots_reordered_equals_the_whole_cache_gat
 
     @jax.jit
     def search(params, use_index: bool):
-        step, cache = decoder(config, params, source, 9, beam_size=3)
+        step, cache, _ = decoder(config, params, source, 9, beam_size=3)
         reorder = reorder_cache if use_index else gather_rows
         return beam_search(step, cache, lengths, 9, 3, 0.6, reorder=reorder, return_logprobs=True)
 
