@@ -15,19 +15,20 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
+import jax
 import numpy as np
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.beam_search import PenaltyForm
 from jaxtrans.inference.decoding import beam_decode
 from jaxtrans.inference.ensemble import ModelConfig
+from jaxtrans.inference.length_buckets import LengthBatch, decoded_batches, length_batches
 from jaxtrans.inference.translate import (
     TranslationTokenizer,
     check_prefixes,
     check_search,
     decoding_params,
     hypothesis_ids,
-    length_batches,
     target_prefixes,
 )
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -111,25 +112,25 @@ def nbest_ids(
         length_multiple=length_multiple,
         pad_id=pad_id,
     )
-    for batch in batches:
-        tokens, scores, logprobs = map(
-            np.asarray,
-            beam_decode(
-                params,
-                batch.source,
-                batch.max_lengths,
-                alpha,
-                config=config,
-                max_len=batch.max_len,
-                beam_size=beam_size,
-                bos_id=bos_id,
-                eos_id=eos_id,
-                pad_id=pad_id,
-                penalty_form=penalty_form,
-                prefix=batch.prefix,
-                return_logprobs=True,
-            ),
+
+    def decode(batch: LengthBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return beam_decode(
+            params,
+            batch.source,
+            batch.max_lengths,
+            alpha,
+            config=config,
+            max_len=batch.max_len,
+            beam_size=beam_size,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            pad_id=pad_id,
+            penalty_form=penalty_form,
+            prefix=batch.prefix,
+            return_logprobs=True,
         )
+
+    for batch, (tokens, scores, logprobs) in decoded_batches(batches, decode):
         for row, i in enumerate(batch.indices):
             lists[i] = _scored(tokens[row], scores[row], logprobs[row], nbest, eos_id, pad_id)
     return lists

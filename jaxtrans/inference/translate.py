@@ -26,7 +26,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.inference.beam_search import PENALTY_FORMS, PenaltyForm
 from jaxtrans.inference.decoding import generate
 from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, members
-from jaxtrans.inference.length_buckets import length_batches
+from jaxtrans.inference.length_buckets import LengthBatch, decoded_batches, length_batches
 from jaxtrans.inference.search import row_keys
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -182,7 +182,8 @@ def translate_ids(
         length_multiple=length_multiple,
         pad_id=pad_id,
     )
-    for batch in batches:
+
+    def decode(batch: LengthBatch) -> jax.Array:
         sample = {}
         if sampling:
             # Dummy rows get numbers of their own, past the sentences'.
@@ -195,7 +196,7 @@ def translate_ids(
                 top_k=int(top_k),
                 top_p=float(top_p),
             )
-        tokens = generate(
+        return generate(
             params,
             batch.source,
             batch.max_lengths,
@@ -210,7 +211,8 @@ def translate_ids(
             prefix=batch.prefix,
             **sample,
         )
-        tokens = np.asarray(tokens)
+
+    for batch, tokens in decoded_batches(batches, decode):
         for row, i in enumerate(batch.indices):
             hypotheses[i] = hypothesis_ids(tokens[row], eos_id, pad_id)
     return hypotheses

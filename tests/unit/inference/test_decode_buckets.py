@@ -7,11 +7,17 @@ import random
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
-from jaxtrans.inference.length_buckets import bucket_ladder, bucket_length, length_batches
+from jaxtrans.inference.length_buckets import (
+    bucket_ladder,
+    bucket_length,
+    decoded_batches,
+    length_batches,
+)
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer
 from jaxtrans.vocab import EOS_ID
@@ -124,3 +130,35 @@ def test_bucketed_batches_compile_once_a_shape_and_decode_what_each_sentence_doe
     alone = [translate_ids(CONFIG, params(), [s], batch_size=1, **search)[0] for s in sources]
     assert together == alone
     assert len({tuple(h) for h in alone}) > 3  # the model's outputs differ by sentence
+
+
+def test_decoded_batches_come_back_in_order_with_at_most_in_flight_dispatched_ahead():
+    batches = list(
+        length_batches(
+            tiny_transformer_config(),
+            [[5] * n for n in range(1, 40)],
+            None,
+            batch_size=4,
+            max_extra_length=3,
+            length_multiple=4,
+        )
+    )
+    events = []
+
+    def decode(batch):
+        events.append(("dispatch", batch.indices[0]))
+        return {"ids": jnp.asarray(batch.source), "first": jnp.asarray(batch.indices[:1])}
+
+    read = []
+    for batch, outputs in decoded_batches(batches, decode, in_flight=2):
+        events.append(("read", batch.indices[0]))
+        assert isinstance(outputs["ids"], np.ndarray)
+        np.testing.assert_array_equal(outputs["ids"], batch.source)
+        assert outputs["first"][0] == batch.indices[0]
+        read.append(batch.indices[0])
+    assert read == [b.indices[0] for b in batches]  # every batch, in order
+    # Batch k is read back after batch k + 2 is dispatched and before batch k + 3 is.
+    for k, batch in enumerate(batches):
+        at = events.index(("read", batch.indices[0]))
+        dispatched = [e for e in events[:at] if e[0] == "dispatch"]
+        assert len(dispatched) == min(k + 3, len(batches))
