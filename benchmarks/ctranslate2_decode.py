@@ -6,7 +6,7 @@ alternating round by round:
 
     jaxtrans             jaxtrans.Translator's cached greedy / beam search, batches of the
                          run's eval.batch_size; "cold" is a fresh process's first call
-                         (compilation included), "warm" its second
+                         (compilation included), "warm" the next --warm_calls
     ctranslate2 float32  ctranslate2.Translator(compute_type="float32"): translate_batch
                          with jaxtrans's search settings (ctranslate2_decoding.translate_tokens:
                          sentences of one length limit together, beam search to the limit)
@@ -16,9 +16,10 @@ alternating round by round:
 
 Same model, sentences (the run's test split: the demo's 500) and settings: the length
 penalty len ** alpha with the run's alpha (penalty_form "hf", which both have), outputs of
-at most source + eval.max_extra_length tokens. The table gives medians over the rounds,
-sentences/s of the warm call and its ratio to jaxtrans's, how many translations equal
-jaxtrans's token for token, and sacreBLEU against the references.
+at most source + eval.max_extra_length tokens. The table gives medians over the rounds (of
+every warm call of every process), sentences/s of the warm call and its ratio to
+jaxtrans's, how many translations equal jaxtrans's token for token, and sacreBLEU against
+the references.
 
     python benchmarks/ctranslate2_decode.py --workdir runs/demo
     python benchmarks/ctranslate2_decode.py --quick      # a tiny run trained here, one round
@@ -58,6 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--split", default="test", help="the run's split to translate")
     parser.add_argument("--beams", default="1,4", help="beam sizes, comma-separated (1: greedy)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm_calls", type=int, default=3, help="warm calls a process")
     # One: on a shared 2-core machine CTranslate2's OpenMP threads wait on each other.
     parser.add_argument("--threads", type=int, default=1, help="CTranslate2's intra_threads")
     parser.add_argument("--quick", action="store_true", help="a tiny run, one round")
@@ -67,15 +69,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def timed_twice(run) -> dict:
-    """The first call's seconds (cold), the second's (warm), and the second's output (also
-    ctranslate2_marian_decode.py's)."""
+def timed_calls(run, warm_calls: int) -> dict:
+    """The first call's seconds (cold), each of the next ``warm_calls`` calls' (warm), and
+    the last call's output (also ctranslate2_marian_decode.py's). One warm call a process
+    is noisy on a shared machine: each process gives several, and the table their median."""
     start = time.perf_counter()
     run()
     cold = time.perf_counter() - start
-    start = time.perf_counter()
-    output = run()
-    return {"cold": cold, "warm": time.perf_counter() - start, "output": output}
+    warm = []
+    for _ in range(warm_calls):
+        start = time.perf_counter()
+        output = run()
+        warm.append(time.perf_counter() - start)
+    return {"cold": cold, "warm": warm, "output": output}
 
 
 def jaxtrans_child(job: dict, beam: int) -> dict:
@@ -96,7 +102,7 @@ def jaxtrans_child(job: dict, beam: int) -> dict:
         )  # fmt: skip
         return [[target.id_to_piece(i) for i in h] for h in hypotheses]
 
-    return timed_twice(run)
+    return timed_calls(run, job["warm_calls"])
 
 
 def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict:
@@ -121,7 +127,7 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
             patience=patience,
         )  # fmt: skip
 
-    return {**timed_twice(run), "load": loaded}
+    return {**timed_calls(run, job["warm_calls"]), "load": loaded}
 
 
 def child(args) -> dict:
@@ -165,6 +171,7 @@ def write_job(args, scratch: str) -> dict:
     decoding = section_values(TranslationEvalConfig, config.get("eval"))
     job = {
         "workdir": args.workdir, "directory": directory, "threads": args.threads,
+        "warm_calls": args.warm_calls,
         "sentences": [p.source for p in pairs], "references": [p.target for p in pairs],
         "alpha": float(decoding.alpha), "max_extra_length": int(decoding.max_extra_length),
         "batch_size": int(decoding.batch_size), "target_lang": config.data.get("target_lang", ""),
@@ -182,7 +189,7 @@ def measure(args, keys: list) -> dict:
         for key in keys if round_ % 2 == 0 else list(reversed(keys)):
             result = run_child(args, *key)
             results[key]["cold"].append(result["cold"])
-            results[key]["warm"].append(result["warm"])
+            results[key]["warm"].extend(result["warm"])
             results[key]["output"] = result["output"]
         print(f"  round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
     return results

@@ -19,8 +19,8 @@ batch), same length penalty (len ** 1.0, penalty_form "hf"), every row decoding 
 --length tokens (EOS is unreachable). Every process is pinned to the same --cores cores:
 XLA sizes its thread pool by the affinity mask, CTranslate2 gets intra_threads = --cores.
 "cold" is a fresh process's first call (compilation for jaxtrans; model loading is not
-counted either way), "warm" its second. The table gives medians over the rounds and how
-many sentences (and tokens) equal jaxtrans's.
+counted either way), "warm" the next --warm_calls. The table gives medians over the rounds
+(of every warm call of every process) and how many sentences (and tokens) equal jaxtrans's.
 
     python benchmarks/ctranslate2_marian_decode.py              # 3 rounds, greedy and beam 4
     python benchmarks/ctranslate2_marian_decode.py --quick      # a tiny model, one round
@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import marian_decode
-from ctranslate2_decode import timed_twice
+from ctranslate2_decode import timed_calls
 
 # way: CTranslate2's compute type (None: jaxtrans).
 WAYS = {"jaxtrans": None, "ctranslate2 float32": "float32", "ctranslate2 int8": "int8"}
@@ -54,6 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--length", type=int, default=64, help="tokens decoded per sentence")
     parser.add_argument("--beams", default="1,4", help="beam sizes, comma-separated (1: greedy)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm_calls", type=int, default=3, help="warm calls a process")
     parser.add_argument("--cores", type=int, default=1, help="cores every process is pinned to")
     parser.add_argument("--quick", action="store_true", help="a tiny model, one round")
     parser.add_argument("--profile", action="store_true", help="trace jaxtrans's warm call")
@@ -150,15 +151,16 @@ def child(args) -> dict:
     vocab = marian_decode.TINY_SHAPE["vocab"] if args.quick else marian_decode.OPUS_SHAPE["vocab"]
     compute_type = WAYS[args.child]
     if compute_type is None:
-        return timed_twice(jaxtrans_run(args, vocab))
-    return timed_twice(ctranslate2_run(args, vocab, compute_type, threads))
+        return timed_calls(jaxtrans_run(args, vocab), args.warm_calls)
+    return timed_calls(ctranslate2_run(args, vocab, compute_type, threads), args.warm_calls)
 
 
 def run_child(args, way: str, beam: int) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", way, "--beam", str(beam),
                "--model", args.model, "--sentences", str(args.sentences),
                "--source-length", str(args.source_length), "--length", str(args.length),
-               "--cores", str(args.cores)] + (["--quick"] if args.quick else [])  # fmt: skip
+               "--cores", str(args.cores), "--warm_calls", str(args.warm_calls),
+               ] + (["--quick"] if args.quick else [])  # fmt: skip
     out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.split("RESULT ", 1)[1])
 
@@ -304,7 +306,7 @@ def main(argv=None) -> int:
         for key in keys if round_ % 2 == 0 else list(reversed(keys)):
             result = run_child(args, *key)
             results[key]["cold"].append(result["cold"])
-            results[key]["warm"].append(result["warm"])
+            results[key]["warm"].extend(result["warm"])
             results[key]["output"] = result["output"]
         print(f"  round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
     print_table(args, results, beams, load)

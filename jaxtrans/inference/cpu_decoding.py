@@ -25,16 +25,30 @@ and reads a tied projection from a copy of the embedding table transposed once p
 **Finished rows.** Where the weights stay in the caches (a small model, many rows), a
 step's time grows with its rows: the demo model's step took 2.77 / 1.49 / 0.68 ms at 100 /
 50 / 25 rows (one core, 2026-12-03). A batch's sentences end at different steps, so greedy
-search and sampling narrow to half the rows whenever at most half still run
-(``narrowing_stages``; search.py), down to FEWEST_NARROWED_ROWS: 5 batches of 100 demo
-sentences took 353 -> 323 ms, the same tokens. On an accelerator a step takes about as
-long for fewer rows, and every stage is another copy of the step to compile.
+search and sampling narrow to a quarter of the rows once at most a quarter still run
+(``narrowing_stages``; search.py), if that leaves FEWEST_NARROWED_ROWS. Each narrowing is
+another copy of the step to compile, and one does about what several do: the demo's 500
+test sentences in 5 batches of 100, warm, fastest of 7 (ms) and a fresh process's first
+call with no cache (s), ladder multiple 4, one core each, 2026-12-04:
 
-**Lengths.** A padded source position costs the encoder as much as a real one, and a CPU
-compiles a decoder in seconds, so source lengths go up a finer ladder there
-(``length_multiple``: 4, 8, ..., 32, 40, 48, ...; length_buckets.py) than on an
-accelerator (16, 32, ...), whose compiles take longer and whose padded positions cost
-little: the demo's 500 test sentences, 5 batches of 100, 320 -> 261 ms, the same tokens.
+    narrowing to          none    1/2    1/4    1/8   1/2, 1/4   1/2, 1/4, 1/8
+    warm (ms)             195     181    168    181      174         183
+    first call (s)        4.3     7.1    7.2    7.2     10.0        13.4
+
+On an accelerator a step takes about as long for fewer rows: no narrowing there.
+
+**Lengths.** A padded source position costs the encoder as much as a real one, so source
+lengths go up a finer ladder on CPU (``length_multiple`` 8: 8, 16, 24, ..., 64, 80, ...;
+length_buckets.py) than on an accelerator (16, 32, ...), whose padded positions cost
+little. Finer still makes more programs, each compiled or read from the cache by every
+fresh process: the same 500 sentences, narrowing to a quarter,
+
+    multiple              16     8      4
+    programs              2      3      4
+    warm (ms)             203    185    176
+    first call (s)        3.8    5.4    7.2
+
+and a fresh evaluate.py on 1,000 sentences gains less from the last step than it pays.
 """
 
 from jaxtrans.nn.attention_kernels import current_platform
@@ -61,27 +75,23 @@ def transposed_output(rows: int) -> bool:
     return few_rows(rows)
 
 
-# The fewest rows greedy search and sampling narrow to on CPU: below them a step's time
-# hardly falls with its rows.
+# Greedy search and sampling narrow to this share of their rows (1 / NARROWED_SHARE) ...
+NARROWED_SHARE = 4
+# ... if that leaves at least so many rows: below them a step's time hardly falls with its rows.
 FEWEST_NARROWED_ROWS = 16
-# At most so many narrowings: each is another copy of the step in the compiled program.
-MOST_NARROWINGS = 3
 # Source lengths go up the ladder of this multiple (length_buckets.bucket_length).
-CPU_LENGTH_MULTIPLE = 4
+CPU_LENGTH_MULTIPLE = 8
 ACCELERATOR_LENGTH_MULTIPLE = 16
 
 
 def narrowing_stages(rows: int) -> tuple[int, ...]:
     """The row counts a greedy or sampling decoder of ``rows`` rows narrows to as its rows
-    finish (search.py's stages): on CPU, halves down to FEWEST_NARROWED_ROWS, at most
-    MOST_NARROWINGS of them; elsewhere none."""
-    stages: list[int] = []
-    if current_platform() != "cpu":
+    finish (search.py's stages): on CPU a quarter of them, if that is at least
+    FEWEST_NARROWED_ROWS; elsewhere none."""
+    narrowed = -(-rows // NARROWED_SHARE)
+    if current_platform() != "cpu" or narrowed < FEWEST_NARROWED_ROWS:
         return ()
-    while len(stages) < MOST_NARROWINGS and -(-rows // 2) >= FEWEST_NARROWED_ROWS:
-        rows = -(-rows // 2)
-        stages.append(rows)
-    return tuple(stages)
+    return (narrowed,)
 
 
 def length_multiple() -> int:

@@ -147,12 +147,11 @@ def test_a_narrowed_model_or_ensemble_decodes_as_the_full_batch(ensemble):
     np.testing.assert_array_equal(greedy((20, 10)), full)
 
 
-def test_cpu_decoders_narrow_by_halves_and_accelerators_never():
-    assert cpu_decoding.narrowing_stages(100) == (50, 25)
-    assert cpu_decoding.narrowing_stages(64) == (32, 16)
-    assert cpu_decoding.narrowing_stages(500) == (250, 125, 63)  # at most MOST_NARROWINGS
-    assert cpu_decoding.narrowing_stages(31) == (16,)
-    assert cpu_decoding.narrowing_stages(30) == ()  # FEWEST_NARROWED_ROWS
+def test_cpu_decoders_narrow_to_a_quarter_and_accelerators_never():
+    assert cpu_decoding.narrowing_stages(100) == (25,)
+    assert cpu_decoding.narrowing_stages(500) == (125,)
+    assert cpu_decoding.narrowing_stages(61) == (16,)
+    assert cpu_decoding.narrowing_stages(60) == ()  # FEWEST_NARROWED_ROWS
     for platform in ("gpu", "tpu"):
         with target_platform(platform):
             assert cpu_decoding.narrowing_stages(100) == ()
@@ -160,12 +159,12 @@ def test_cpu_decoders_narrow_by_halves_and_accelerators_never():
 
 def test_source_lengths_are_bucketed_finer_on_cpu():
     config = tiny_transformer_config("rope", vocab=11)
-    sources = [[5] * n for n in (9, 3)]
+    sources = [[5] * n for n in (17, 3)]
 
     def source_lengths():
         common = dict(batch_size=1, max_extra_length=5)
         return [b.source.shape[1] for b in length_batches(config, sources, None, **common)]
 
-    assert source_lengths() == [12, 4]
+    assert source_lengths() == [24, 8]
     with target_platform("tpu"):
-        assert source_lengths() == [16, 16]
+        assert source_lengths() == [32, 16]
