@@ -202,9 +202,12 @@ def test_an_int8_model_translates_every_sentence_and_scores_as_float32_does(dire
     """A 150-step model's beams hold near-ties that int8's arithmetic breaks either way (0
     to 20 of the 40 translations equal float32's, by CPU), so the int8 model is held to
     what it computes: the log-probabilities it gives float32's translations. Measured: 0.20
-    nats a token apart on average; the other run's model is 1.98 apart."""
+    nats a token apart on average; the other run's model is 1.98 apart. Such a model may
+    also end a sentence at once, in float32 as in int8 (2 of the 40 on one AMD EPYC, where
+    jaxtrans does the same): a broken int8 path is one that translates few of them."""
     int8 = direct_translation(direct["pre_ln"], sentences, 4, 0.6, compute_type="int8")
-    assert len(int8) == len(sentences) and all(int8)
+    assert len(int8) == len(sentences) and all(isinstance(t, list) for t in int8)
+    assert sum(map(bool, int8)) >= 0.9 * len(sentences)
     float32 = direct_translation(direct["pre_ln"], sentences, 4, 0.6)
     exact = mean_token_logprobs(direct["pre_ln"], sentences, float32)
     quantized = mean_token_logprobs(direct["pre_ln"], sentences, float32, compute_type="int8")
