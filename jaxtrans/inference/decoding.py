@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.inference.beam_search import PenaltyForm, beam_search, tile_beams
+from jaxtrans.inference.beam_search import PenaltyForm, beam_search, gather_rows, tile_beams
 from jaxtrans.inference.cpu_decoding import compiler_options, narrowing_stages, transposed_output
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
@@ -138,15 +138,12 @@ def _rows_decoder(config, params, keys_values: dict, rows_source, cache) -> Deco
 
     def narrow(cache, rows: jnp.ndarray) -> Decoder:
         # The transposed output kernel (cpu_decoding.transposed_output) has no rows.
-        kept = {k: v if k == OUTPUT_KERNEL else _take_rows(v, rows) for k, v in keys_values.items()}
-        return _rows_decoder(config, params, kept, rows_source[rows], _take_rows(cache, rows))
+        kept = {
+            k: v if k == OUTPUT_KERNEL else gather_rows(v, rows) for k, v in keys_values.items()
+        }
+        return _rows_decoder(config, params, kept, rows_source[rows], gather_rows(cache, rows))
 
     return Decoder(make_step_fn(config, params, keys_values, rows_source), cache, narrow)
-
-
-def _take_rows(tree, rows: jnp.ndarray):
-    """Rows ``rows`` of every leaf with a rows axis (the first); scalars (cache indices) stay."""
-    return jax.tree.map(lambda x: x if x.ndim == 0 else jnp.take(x, rows, axis=0), tree)
 
 
 def decoder(

@@ -112,15 +112,15 @@ def _token_search(
         limits <= 0,
         cache,
     )
-    output = None
+    ids = (bos_id, eos_id, pad_id)
+    if not stages:
+        return _decode_while_more_than(0, step_fn, state, sentences, limits, forced, choose, ids)[1]
+    output = jnp.full((batch, max_len), pad_id, jnp.int32)
     for next_rows in (*stages, 0):
         state = _decode_while_more_than(
-            next_rows, step_fn, state, sentences, limits, forced, choose, (bos_id, eos_id, pad_id)
+            next_rows, step_fn, state, sentences, limits, forced, choose, ids
         )
         i, tokens, last, done, cache = state
-        if not stages:
-            return tokens
-        output = jnp.full((batch, max_len), pad_id, jnp.int32) if output is None else output
         output = output.at[sentences].set(tokens)
         if next_rows:
             keep = jnp.argsort(done, stable=True)[:next_rows].astype(jnp.int32)  # running first
