@@ -79,6 +79,8 @@ def transposed_output(rows: int) -> bool:
 NARROWED_SHARE = 4
 # ... if that leaves at least so many rows: below them a step's time hardly falls with its rows.
 FEWEST_NARROWED_ROWS = 16
+# A greedy or sampling decoder's first cache holds the source's tokens and so many more.
+FIRST_SLOTS_MARGIN = 8
 # Source lengths go up the ladder of this multiple (length_buckets.bucket_length).
 CPU_LENGTH_MULTIPLE = 8
 ACCELERATOR_LENGTH_MULTIPLE = 16
@@ -92,6 +94,16 @@ def narrowing_stages(rows: int) -> tuple[int, ...]:
     if current_platform() != "cpu" or narrowed < FEWEST_NARROWED_ROWS:
         return ()
     return (narrowed,)
+
+
+def first_cache_slots(source_len: int, max_len: int) -> int:
+    """The tokens the self-attention cache of a greedy or sampling decoder first holds
+    (search.py widens it to max_len if a sentence gets that far): on CPU the source's
+    length and FIRST_SLOTS_MARGIN more, a multiple of 8; elsewhere max_len."""
+    slots = -(-(source_len + FIRST_SLOTS_MARGIN) // 8) * 8
+    if current_platform() != "cpu" or slots >= max_len:
+        return max_len
+    return slots
 
 
 def length_multiple() -> int:

@@ -20,13 +20,18 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import PenaltyForm, beam_search, gather_rows, tile_beams
-from jaxtrans.inference.cpu_decoding import compiler_options, narrowing_stages, transposed_output
+from jaxtrans.inference.cpu_decoding import (
+    compiler_options,
+    first_cache_slots,
+    narrowing_stages,
+    transposed_output,
+)
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.transformer import OUTPUT_KERNEL
-from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache
+from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache, widen_cache
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -118,7 +123,8 @@ def model_decoder(
     config: TransformerConfig, params, source: jnp.ndarray, max_len: int, beam_size: int = 1
 ) -> Decoder:
     """One model's search step over rows [batch * beam_size] (beam-minor, beam_search.tile_beams),
-    its zeroed cache and their narrowing to fewer rows, for source [batch, src_len]: encoded
+    its zeroed cache of max_len tokens and their narrowing to fewer rows, for source
+    [batch, src_len]: encoded
     once, and the beams share their sentence's memory (its keys/values tiled once, never
     gathered)."""
     params = nn.unbox(params)
@@ -186,7 +192,8 @@ def greedy_decode(
     tokens, PAD after each row's end (search.greedy_search). Returns tokens
     [batch, max_len] int32, PAD after EOS.
     """
-    step, cache, narrow = decoder(config, params, source, max_len)
+    slots = first_cache_slots(source.shape[1], max_len)
+    step, cache, narrow = decoder(config, params, source, slots)
     return greedy_search(
         step,
         cache,
@@ -198,6 +205,8 @@ def greedy_decode(
         prefix=prefix,
         narrow=narrow,
         stages=narrowing_stages(source.shape[0]),
+        widen=widen_cache,
+        slots=slots,
     )
 
 
@@ -222,7 +231,8 @@ def sample_decode(
     a PRNG key per row (search.row_keys). temperature, top_k and top_p are traced: one
     compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after EOS.
     """
-    step, cache, narrow = decoder(config, params, source, max_len)
+    slots = first_cache_slots(source.shape[1], max_len)
+    step, cache, narrow = decoder(config, params, source, slots)
     return sample_search(
         step,
         cache,
@@ -238,6 +248,8 @@ def sample_decode(
         prefix=prefix,
         narrow=narrow,
         stages=narrowing_stages(source.shape[0]),
+        widen=widen_cache,
+        slots=slots,
     )
 
 

@@ -26,6 +26,13 @@ function, cache, and its own narrow), and the search goes on with stages[0] rows
 most stages[1] run, and so on; each row's tokens go back to its sentence's place at the
 end. A step's cost grows with its rows, and a batch's sentences end at different steps:
 the last stage decodes the longest sentences alone.
+
+And they may start from a cache of fewer slots than the output's max_len. Given
+``widen`` and ``slots``, the first loop also stops at step ``slots`` (its cache full),
+``widen(cache, max_len)`` gives the same cache with room for max_len tokens, and the
+search goes on as above, narrowed first if at most stages[0] rows still run by then. A
+step attends to every slot of its cache, filled or not, and most sentences end long
+before max_len.
 """
 
 from collections.abc import Callable, Sequence
@@ -54,6 +61,8 @@ class Decoder(NamedTuple):
 
 
 Narrow = Callable[[Cache, jnp.ndarray], Decoder]
+# widen(cache, slots) -> the cache with room for ``slots`` tokens, what it holds kept.
+Widen = Callable[[Cache, int], Cache]
 
 
 def allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
@@ -91,67 +100,111 @@ def _most_probable(logits: jnp.ndarray, step: jnp.ndarray, rows: jnp.ndarray) ->
 
 
 def _token_search(
-    step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix, narrow, stages
+    step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
 ):
     """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
     -> [rows]``, or the prefix's token where it forces one; narrowed to each of ``stages``
-    rows in turn (see the module's docstring) where ``narrow`` is given."""
+    rows in turn and widened from ``slots`` to max_len (see the module's docstring) where
+    ``narrow`` and ``widen`` are given."""
     batch = max_lengths.shape[0]
-    forced = forced_tokens(prefix, max_len, pad_id)
+    pad_id = ids[2]
     stages = tuple(stages) if narrow is not None else ()
     previous = (batch, *stages)[: len(stages)]
     if any(b >= a for a, b in zip(previous, stages, strict=True)) or any(n < 1 for n in stages):
         raise ValueError(f"stages {stages} must decrease from the {batch} rows and stay above 0")
+    if widen is None or slots is None or slots >= max_len:
+        widen, slots = None, max_len
+    loop = _Loop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len)
     # The running rows: row r decodes sentence sentences[r].
-    sentences = jnp.arange(batch, dtype=jnp.int32)
-    limits = jnp.minimum(max_lengths, max_len)
+    rows = _Rows(jnp.arange(batch, dtype=jnp.int32), jnp.minimum(max_lengths, max_len))
     state = (
         jnp.array(0, jnp.int32),
         jnp.full((batch, max_len), pad_id, jnp.int32),
-        jnp.full((batch,), bos_id, jnp.int32),
-        limits <= 0,
+        jnp.full((batch,), ids[0], jnp.int32),
+        rows.limits <= 0,
         cache,
     )
-    ids = (bos_id, eos_id, pad_id)
-    if not stages:
-        return _decode_while_more_than(0, step_fn, state, sentences, limits, forced, choose, ids)[1]
     output = jnp.full((batch, max_len), pad_id, jnp.int32)
-    for next_rows in (*stages, 0):
-        state = _decode_while_more_than(
-            next_rows, step_fn, state, sentences, limits, forced, choose, ids
-        )
+    if widen is None:
+        return loop.stages(step_fn, state, rows, narrow, stages, output)
+    # The first loop's cache holds ``slots`` tokens: it stops there at the latest.
+    state = loop.run(stages[0] if stages else 0, step_fn, state, rows, until=slots)
+    i, tokens, last, done, cache = state
+    widened = (i, tokens, last, done, widen(cache, max_len))
+    if not stages:
+        return loop.stages(step_fn, widened, rows, None, (), output)
+
+    def narrowed_then_widened(state):
+        output_now = output.at[rows.sentences].set(state[1])
+        return loop.narrowed(step_fn, state, rows, narrow, stages, output_now, widen)
+
+    def widened_then_narrowed(state):
+        return loop.stages(step_fn, widened, rows, narrow, stages, output)
+
+    few_run = jnp.sum(~done) <= stages[0]
+    return jax.lax.cond(few_run, narrowed_then_widened, widened_then_narrowed, state)
+
+
+class _Rows(NamedTuple):
+    """The rows a loop runs: sentences[r] is row r's sentence, limits[r] its length limit."""
+
+    sentences: jnp.ndarray
+    limits: jnp.ndarray
+
+    def take(self, keep: jnp.ndarray) -> "_Rows":
+        return _Rows(self.sentences[keep], self.limits[keep])
+
+
+class _Loop(NamedTuple):
+    """_token_search's loops: ``run`` steps one stage, ``stages`` runs them all."""
+
+    choose: Callable
+    forced: jnp.ndarray | None
+    ids: tuple[int, int, int]
+    max_len: int
+
+    def stages(self, step_fn, state, rows: _Rows, narrow, stages, output) -> jnp.ndarray:
+        """Steps while more than stages[0] rows run, narrows to those, and so on to the
+        end; the output with every row's tokens at its sentence's place."""
+        state = self.run(stages[0] if stages else 0, step_fn, state, rows)
+        output = output.at[rows.sentences].set(state[1])
+        if not stages:
+            return output
+        return self.narrowed(step_fn, state, rows, narrow, stages, output)
+
+    def narrowed(self, step_fn, state, rows, narrow, stages, output, widen=None):
+        """The rest of the search from ``state``, where at most stages[0] rows run: those
+        first, narrowed to stages[0] rows (their cache widened to max_len by ``widen``)."""
         i, tokens, last, done, cache = state
-        output = output.at[sentences].set(tokens)
-        if next_rows:
-            keep = jnp.argsort(done, stable=True)[:next_rows].astype(jnp.int32)  # running first
-            step_fn, cache, narrow = narrow(cache, keep)
-            sentences, limits = sentences[keep], limits[keep]
-            state = (i, tokens[keep], last[keep], done[keep], cache)
-    return output
+        keep = jnp.argsort(done, stable=True)[: stages[0]].astype(jnp.int32)  # running first
+        step_fn, cache, narrow = narrow(cache, keep)
+        if widen is not None:
+            cache = widen(cache, self.max_len)
+        state = (i, tokens[keep], last[keep], done[keep], cache)
+        return self.stages(step_fn, state, rows.take(keep), narrow, stages[1:], output)
 
+    def run(self, rows_left: int, step_fn, state, rows: _Rows, until: int | None = None):
+        """Steps while more than ``rows_left`` rows run, up to step ``until`` (max_len)."""
+        bos_id, eos_id, pad_id = self.ids
+        until = self.max_len if until is None else until
+        forced = None if self.forced is None else self.forced[rows.sentences]
 
-def _decode_while_more_than(rows, step_fn, state, sentences, limits, forced, choose, ids):
-    """_token_search's loop over one stage: steps while more than ``rows`` rows run."""
-    bos_id, eos_id, pad_id = ids
-    max_len = state[1].shape[1]
-    forced = None if forced is None else forced[sentences]
+        def running(state):
+            i, _, _, done, _ = state
+            return (i < until) & (jnp.sum(~done) > rows_left)
 
-    def running(state):
-        i, _, _, done, _ = state
-        return (i < max_len) & (jnp.sum(~done) > rows)
+        def step(state):
+            i, tokens, last, done, cache = state
+            logits, cache = step_fn(cache, last, i)
+            token = self.choose(allowed_logits(logits, pad_id, bos_id), i, rows.sentences)
+            if forced is not None:
+                token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
+            token = jnp.where(done, pad_id, token)
+            tokens = tokens.at[:, i].set(token)
+            done = done | (token == eos_id) | (i + 1 >= rows.limits)
+            return i + 1, tokens, token, done, cache
 
-    def step(state):
-        i, tokens, last, done, cache = state
-        logits, cache = step_fn(cache, last, i)
-        token = choose(allowed_logits(logits, pad_id, bos_id), i, sentences)
-        if forced is not None:
-            token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
-        token = jnp.where(done, pad_id, token)
-        tokens = tokens.at[:, i].set(token)
-        done = done | (token == eos_id) | (i + 1 >= limits)
-        return i + 1, tokens, token, done, cache
-
-    return jax.lax.while_loop(running, step, state)
+        return jax.lax.while_loop(running, step, state)
 
 
 def greedy_search(
@@ -166,18 +219,21 @@ def greedy_search(
     prefix: jnp.ndarray | None = None,
     narrow: Narrow | None = None,
     stages: Sequence[int] = (),
+    widen: Widen | None = None,
+    slots: int | None = None,
 ) -> jnp.ndarray:
     """The most probable next token at every step, after the forced ``prefix`` if given.
 
     max_lengths [batch]: tokens each row may produce (EOS included, the prefix too); 0
     marks a dummy row. max_len: static length of the output buffer. prefix [batch,
     prefix_len]: forced tokens, PAD after each row's end. narrow, stages: finished rows
-    dropped (the module's docstring; the same tokens). Returns tokens [batch, max_len]
-    int32.
+    dropped; widen, slots: a starting cache of ``slots`` tokens widened to max_len (the
+    module's docstring; the same tokens either way). Returns tokens [batch, max_len] int32.
     """
+    ids = (bos_id, eos_id, pad_id)
     return _token_search(
-        step_fn, cache, max_lengths, max_len, _most_probable, bos_id, eos_id, pad_id, prefix,
-        narrow, stages,
+        step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, narrow, stages,
+        widen, slots,
     )  # fmt: skip
 
 
@@ -229,12 +285,14 @@ def sample_search(
     prefix: jnp.ndarray | None = None,
     narrow: Narrow | None = None,
     stages: Sequence[int] = (),
+    widen: Widen | None = None,
+    slots: int | None = None,
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
 
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
-    the same keys and inputs give the same tokens. prefix, narrow, stages: as for
+    the same keys and inputs give the same tokens. prefix, narrow, stages, widen, slots: as for
     greedy_search (the draws start after the prefix; a row keeps its key when rows are
     dropped). Returns tokens [batch, max_len] int32.
     """
@@ -247,7 +305,7 @@ def sample_search(
         drawn = jax.vmap(jax.random.categorical)(step_keys, kept).astype(jnp.int32)
         return jnp.where(greedy, argmax(logits), drawn)
 
+    ids = (bos_id, eos_id, pad_id)
     return _token_search(
-        step_fn, cache, max_lengths, max_len, choose, bos_id, eos_id, pad_id, prefix,
-        narrow, stages,
-    )  # fmt: skip
+        step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
+    )

@@ -239,6 +239,25 @@ def reorder_cache(cache, rows: jnp.ndarray):
     return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
+def widen_cache(cache, slots: int):
+    """A decoding cache (any tree of "cache" collections) with room for ``slots`` tokens:
+    every layer's keys and values [rows, ..., max_len, head_dim] padded with zero slots to
+    [rows, ..., slots, head_dim]; what they hold and the cache indices stay. Decoding goes
+    on as from a cache made that long: the mask gives the new slots weight exactly zero
+    until a step writes them."""
+
+    def widen(path, x):
+        if getattr(path[-1], "key", None) not in (CACHED_KEY, CACHED_VALUE):
+            return x
+        if x.shape[-2] > slots:
+            raise ValueError(f"a cache of {x.shape[-2]} slots cannot widen to {slots}")
+        padding = [(0, 0)] * x.ndim
+        padding[-2] = (0, slots - x.shape[-2])
+        return jnp.pad(x, padding)
+
+    return jax.tree_util.tree_map_with_path(widen, cache)
+
+
 def _take_rows_at_slot(x: jnp.ndarray, rows: jnp.ndarray, slot: jnp.ndarray) -> jnp.ndarray:
     """x [rows, ..., max_len, head_dim] with slot ``slot`` of row r taken from row rows[r]."""
     axis = x.ndim - 2
