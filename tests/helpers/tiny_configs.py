@@ -5,10 +5,15 @@ Tests import them directly: ``from tiny_configs import tiny_transformer_config``
 
 import sys
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from paths import REPO
 
-from jaxtrans.models import TransformerConfig
+from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.vocab import PAD_ID
 
 
 def tiny_transformer_config(
@@ -104,3 +109,19 @@ def tiny_translation_config(num_steps: int, **overrides) -> ml_collections.Confi
         {**TINY_TRANSLATION, "train.num_steps": num_steps, **overrides}
     )
     return config
+
+
+def tiny_translation_models(rows: int):
+    """Two tiny translation models, RoPE and learned positions ([(config, params), ...]),
+    and a batch of ``rows`` ragged sources [rows, 6] (PAD after each row's end) they share:
+    a model alone or the two as an ensemble, for the search tests."""
+    rng = np.random.default_rng(4)
+    source = rng.integers(3, 11, size=(rows, 6))
+    source[np.arange(rows), rng.integers(2, 6, rows)] = PAD_ID
+    source = jnp.asarray(np.where(np.cumsum(source == PAD_ID, 1) > 0, PAD_ID, source), jnp.int32)
+    models = []
+    for seed, position in [(1, "rope"), (2, "learned")]:
+        config = tiny_transformer_config(position, vocab=11)
+        params = Transformer(config).init(jax.random.key(seed), source, source)["params"]
+        models.append((config, nn.unbox(params)))
+    return models, source

@@ -1,18 +1,16 @@
 """Greedy search and sampling dropping their finished rows (search.py's narrow and stages):
 the same tokens as the full batch, each row keeping its own memory, cache, key and prefix."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tiny_configs import tiny_transformer_config
+from tiny_configs import tiny_transformer_config, tiny_translation_models
 
 from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.decoding import decoder
 from jaxtrans.inference.length_buckets import length_batches
 from jaxtrans.inference.search import Decoder, greedy_search, row_keys, sample_search
-from jaxtrans.models import Transformer
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import EOS_ID, PAD_ID
 
@@ -110,22 +108,9 @@ def test_stages_must_decrease_from_the_rows_and_stay_above_zero(stages):
         _greedy(stages, jnp.full((ROWS,), MAX_LEN, jnp.int32))
 
 
-def _tiny_models():
-    rng = np.random.default_rng(4)
-    source = rng.integers(3, 11, size=(ROWS, 6))
-    source[np.arange(ROWS), rng.integers(2, 6, ROWS)] = PAD_ID  # ragged sources
-    source = jnp.asarray(np.where(np.cumsum(source == PAD_ID, 1) > 0, PAD_ID, source), jnp.int32)
-    models = []
-    for seed, position in [(1, "rope"), (2, "learned")]:
-        config = tiny_transformer_config(position, vocab=11)
-        params = Transformer(config).init(jax.random.key(seed), source, source)["params"]
-        models.append((config, nn.unbox(params)))
-    return models, source
-
-
 @pytest.mark.parametrize("ensemble", [False, True])
 def test_a_narrowed_model_or_ensemble_decodes_as_the_full_batch(ensemble):
-    models, source = _tiny_models()
+    models, source = tiny_translation_models(ROWS)
     if ensemble:
         config, params = tuple(c for c, _ in models), tuple(p for _, p in models)
     else:

@@ -2,17 +2,15 @@
 widen and slots, nn.attention.widen_cache): the same tokens as a cache of max_len from the
 start, whether the widening comes before the rows narrow or after."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tiny_configs import tiny_transformer_config
+from tiny_configs import tiny_translation_models
 
 from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.decoding import decoder
 from jaxtrans.inference.search import Decoder, greedy_search, row_keys, sample_search
-from jaxtrans.models import Transformer
 from jaxtrans.nn.attention import CACHE_INDEX, CACHED_KEY, CACHED_VALUE, widen_cache
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import EOS_ID, PAD_ID
@@ -124,23 +122,10 @@ def test_widen_cache_pads_keys_and_values_alone_and_refuses_to_shrink():
         widen_cache(cache, 3)
 
 
-def _tiny_models():
-    rng = np.random.default_rng(4)
-    source = rng.integers(3, 11, size=(ROWS, 6))
-    source[np.arange(ROWS), rng.integers(2, 6, ROWS)] = PAD_ID  # ragged sources
-    source = jnp.asarray(np.where(np.cumsum(source == PAD_ID, 1) > 0, PAD_ID, source), jnp.int32)
-    models = []
-    for seed, position in [(1, "rope"), (2, "learned")]:
-        config = tiny_transformer_config(position, vocab=11)
-        params = Transformer(config).init(jax.random.key(seed), source, source)["params"]
-        models.append((config, nn.unbox(params)))
-    return models, source
-
-
 @pytest.mark.parametrize("ensemble", [False, True])
 @pytest.mark.parametrize("way", ["greedy", "sample"])
 def test_a_model_or_ensemble_decodes_from_a_widened_cache_as_from_a_wide_one(ensemble, way):
-    models, source = _tiny_models()
+    models, source = tiny_translation_models(ROWS)
     if ensemble:
         config, params = tuple(c for c, _ in models), tuple(p for _, p in models)
     else:
