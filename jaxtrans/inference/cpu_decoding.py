@@ -6,22 +6,28 @@ so ``python -m jaxtrans.compile``'s TPU decoders keep the defaults); other platf
 never affected.
 
 **Kernels.** A decoder step multiplies [rows, d_model] by every weight matrix of the decoder
-and by the output projection, so with few rows its time is reading the weights: about
-150 MB a step for a Marian (opus-mt) model in float32, none of which stays in the
-processor's caches from one step to the next. XLA:CPU's default kernels for matrix products
-(YNNPACK) read them slowly at few rows; its older Eigen kernels read them about 1.7x faster
-there but are slower at many rows, and they are fast only when the projection's weights lie
-[d_model, vocab] in memory, while a tied output projection is the embedding table
-[vocab, d_model]. One decoder step at the Marian shape on one core, the weights streamed
-(ms; 2026-12-03):
+and by the output projection, about 150 MB of weights a step for a Marian (opus-mt) model
+in float32, none of which stays in the processor's caches from one step to the next.
+XLA:CPU's default kernels for matrix products (YNNPACK) and its older Eigen kernels both
+read them; Eigen's are the faster of the two at every row count measured, but only where
+the projection's weights lie [d_model, vocab] in memory, while a tied output projection is
+the embedding table [vocab, d_model]. One product [64, 512] x [512, 32001] on one core:
+YNNPACK 24.5 ms, Eigen 19.1 ms from [d_model, vocab], 112 ms from [vocab, d_model]. Whole
+warm decoding calls, every row 64 tokens at the Marian shape on one core, and the demo's
+500 test sentences in batches of 100 on two cores (s; 2026-12-04):
 
-    rows                       16     32     48     64    128
-    YNNPACK, [vocab, d_model]  52.9   82.6  100.0   76.9-91.7  152.2
-    Eigen, [d_model, vocab]    30.7   60.2   72.2   90.6-95.3  177.4
+    decoding (rows)           YNNPACK, [vocab, d_model]   Eigen, [d_model, vocab]
+    Marian greedy (16)        2.02                        1.90
+    Marian greedy (64)        5.44                        4.82
+    Marian beam 4 (64)        5.56-5.65                   4.90
+    Marian greedy (128)       10.28                       9.50
+    Marian greedy (256)       19.55                       18.81
+    demo greedy (100)         0.184-0.203                 0.178-0.182
+    demo beam 4 (400)         3.00                        2.97
 
-So a decoder of at most FEW_ROWS rows is compiled without YNNPACK (``compiler_options``),
-and reads a tied projection from a copy of the embedding table transposed once per call
-(``transposed_output``).
+So a decoder of at most EIGEN_ROWS rows (past the largest measured) is compiled without
+YNNPACK (``compiler_options``), and reads a tied projection from a copy of the embedding
+table transposed once per call (``transposed_output``). The same tokens either way.
 
 **Finished rows.** Where the weights stay in the caches (a small model, many rows), a
 step's time grows with its rows: the demo model's step took 2.77 / 1.49 / 0.68 ms at 100 /
@@ -73,26 +79,27 @@ above, paid once per model and machine with the compilation cache).
 
 from jaxtrans.nn.attention_kernels import current_platform
 
-# Rows at and below which XLA:CPU's Eigen kernels decode faster (the table above).
-FEW_ROWS = 48
+# Rows at and below which decoders take XLA:CPU's Eigen kernels: faster at every row
+# count of the table above; larger decoders keep the defaults, unmeasured.
+EIGEN_ROWS = 512
 # XLA's option that turns YNNPACK's fusions off, so matrix products use Eigen.
 _NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
-def few_rows(rows: int) -> bool:
+def eigen_rows(rows: int) -> bool:
     """Whether a decoder of ``rows`` rows takes the Eigen kernels: on CPU, the platform it
     is traced for (attention_kernels.target_platform when compiling for another)."""
-    return current_platform() == "cpu" and rows <= FEW_ROWS
+    return current_platform() == "cpu" and rows <= EIGEN_ROWS
 
 
 def compiler_options(rows: int) -> dict[str, str] | None:
     """The XLA options a decoder of ``rows`` rows is compiled with (None: the defaults)."""
-    return dict(_NO_YNNPACK) if few_rows(rows) else None
+    return dict(_NO_YNNPACK) if eigen_rows(rows) else None
 
 
 def transposed_output(rows: int) -> bool:
     """Whether a tied output projection is read from the embedding table transposed."""
-    return few_rows(rows)
+    return eigen_rows(rows)
 
 
 # Greedy search and sampling narrow to this share of their rows (1 / NARROWED_SHARE) ...

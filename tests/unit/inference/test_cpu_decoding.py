@@ -1,4 +1,4 @@
-"""Decoders of few rows on CPU: compiled without YNNPACK, a tied projection read
+"""Decoders of up to EIGEN_ROWS rows on CPU: compiled without YNNPACK, a tied projection read
 transposed, and the same results."""
 
 import flax.linen as nn
@@ -17,7 +17,7 @@ from jaxtrans.nn.attention import MEMORY_CACHE
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
-FEW = cpu_decoding.FEW_ROWS
+FEW = cpu_decoding.EIGEN_ROWS
 
 
 def test_few_rows_on_cpu_take_the_eigen_kernels_and_many_the_defaults():
