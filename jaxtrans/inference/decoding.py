@@ -281,7 +281,8 @@ def beam_decode(
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
     with return_logprobs also their summed log-probabilities [batch, beam_size].
     """
-    step, cache, _ = decoder(config, params, source, max_len, beam_size)
+    slots = first_cache_slots(source.shape[1], max_len)
+    step, cache, _ = decoder(config, params, source, slots, beam_size)
     return beam_search(
         step,
         cache,
@@ -296,6 +297,8 @@ def beam_decode(
         prefix=prefix,
         return_logprobs=return_logprobs,
         reorder=reorder_cache,
+        widen=widen_cache,
+        slots=slots,
     )
 
 

@@ -1,6 +1,7 @@
-"""Greedy search and sampling starting from a short cache and widening it (search.py's
-widen and slots, nn.attention.widen_cache): the same tokens as a cache of max_len from the
-start, whether the widening comes before the rows narrow or after."""
+"""Greedy search, sampling and beam search starting from a short cache and widening it
+(search.py's and beam_search.py's widen and slots, nn.attention.widen_cache): the same
+tokens as a cache of max_len from the start, whether the widening comes before the rows
+narrow or after."""
 
 import jax
 import jax.numpy as jnp
@@ -9,9 +10,16 @@ import pytest
 from tiny_configs import tiny_translation_models
 
 from jaxtrans.inference import cpu_decoding
+from jaxtrans.inference.beam_search import beam_search
 from jaxtrans.inference.decoding import decoder
 from jaxtrans.inference.search import Decoder, greedy_search, row_keys, sample_search
-from jaxtrans.nn.attention import CACHE_INDEX, CACHED_KEY, CACHED_VALUE, widen_cache
+from jaxtrans.nn.attention import (
+    CACHE_INDEX,
+    CACHED_KEY,
+    CACHED_VALUE,
+    reorder_cache,
+    widen_cache,
+)
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import EOS_ID, PAD_ID
 
@@ -149,6 +157,43 @@ def test_a_model_or_ensemble_decodes_from_a_widened_cache_as_from_a_wide_one(ens
     assert min(ends) < 3 and max(ends) > 6  # rows end on both sides of the short caches
     for slots, stages in ((3, ()), (3, (20,)), (7, (30, 10))):
         np.testing.assert_array_equal(decode(slots, stages), wide, err_msg=f"{slots} {stages}")
+
+
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_beam_search_from_a_widened_cache_finds_the_beams_of_a_wide_one(ensemble):
+    """Beam search (3 beams, some sentences with a forced prefix) from caches of 3 and 7
+    slots, widened to max_len, ends with the tokens, scores and log-probabilities of a
+    search from a cache of max_len slots."""
+    models, source = tiny_translation_models(ROWS)
+    if ensemble:
+        config, params = tuple(c for c, _ in models), tuple(p for _, p in models)
+    else:
+        config, params = models[0]
+    rng = np.random.default_rng(6)
+    max_lengths = jnp.asarray(rng.integers(2, MAX_LEN + 1, ROWS), jnp.int32)
+    prefix = np.full((ROWS, 2), PAD_ID)
+    prefix[::3] = rng.integers(3, 11, size=(len(prefix[::3]), 2))
+    beams = 3
+
+    def search(slots):
+        @jax.jit
+        def run(params):
+            d = decoder(config, params, source, slots, beams)
+            return beam_search(
+                d.step, d.cache, max_lengths, MAX_LEN, beams, 0.6, prefix=jnp.asarray(prefix),
+                return_logprobs=True, reorder=reorder_cache, widen=widen_cache, slots=slots,
+            )  # fmt: skip
+
+        return [np.asarray(x) for x in run(params)]
+
+    tokens, scores, logprobs = search(MAX_LEN)
+    lengths = (tokens[:, 0] != PAD_ID).sum(axis=1)
+    assert lengths.min() <= 3 and lengths.max() > 7  # best beams end on both sides
+    for slots in (3, 7):
+        short_tokens, short_scores, short_logprobs = search(slots)
+        np.testing.assert_array_equal(short_tokens, tokens, err_msg=f"{slots} slots")
+        np.testing.assert_allclose(short_scores, scores, rtol=1e-6)
+        np.testing.assert_allclose(short_logprobs, logprobs, rtol=1e-6)
 
 
 def test_cpu_decoders_start_from_the_source_length_and_accelerators_from_max_len():
