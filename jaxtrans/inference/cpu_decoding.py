@@ -13,8 +13,8 @@ read them; Eigen's are the faster of the two at every row count measured, but on
 the projection's weights lie [d_model, vocab] in memory, while a tied output projection is
 the embedding table [vocab, d_model]. One product [64, 512] x [512, 32001] on one core:
 YNNPACK 24.5 ms, Eigen 19.1 ms from [d_model, vocab], 112 ms from [vocab, d_model]. Whole
-warm decoding calls, every row 64 tokens at the Marian shape on one core, and the demo's
-500 test sentences in batches of 100 on two cores (s; 2026-12-04):
+warm decoding calls, every row 64 tokens at the Marian shape, and the demo's 500 test
+sentences in batches of 100, on one core (s; 2026-12-04):
 
     decoding (rows)           YNNPACK, [vocab, d_model]   Eigen, [d_model, vocab]
     Marian greedy (16)        2.02                        1.90
@@ -22,12 +22,23 @@ warm decoding calls, every row 64 tokens at the Marian shape on one core, and th
     Marian beam 4 (64)        5.56-5.65                   4.90
     Marian greedy (128)       10.28                       9.50
     Marian greedy (256)       19.55                       18.81
-    demo greedy (100)         0.184-0.203                 0.178-0.182
-    demo beam 4 (400)         3.00                        2.97
+    demo greedy (100)         0.244-0.245                 0.238-0.241
+    demo beam 4 (400)         3.42-3.46                   3.39
 
-So a decoder of at most EIGEN_ROWS rows (past the largest measured) is compiled without
+That is on one core. On two, YNNPACK spreads a product over both cores better, and
+neither is ahead by much (s; the same day, unpinned, as above):
+
+    decoding (rows)           YNNPACK, [vocab, d_model]   Eigen, [d_model, vocab]
+    Marian greedy (16)        1.21                        1.28
+    Marian beam 4 (64)        3.20-3.24                   3.32-3.34
+    demo greedy (100)         0.184-0.203                 0.178-0.194
+    demo beam 4 (400)         2.93-3.00                   2.83-2.97
+
+So a decoder of at most EIGEN_ROWS rows (past the largest measured) in a process of one
+core (``cores``: a serving process a core, or a pinned benchmark) is compiled without
 YNNPACK (``compiler_options``), and reads a tied projection from a copy of the embedding
-table transposed once per call (``transposed_output``). The same tokens either way.
+table transposed once per call (``transposed_output``); with more cores, XLA's defaults.
+The same tokens either way.
 
 **Finished rows.** Where the weights stay in the caches (a small model, many rows), a
 step's time grows with its rows: the demo model's step took 2.77 / 1.49 / 0.68 ms at 100 /
@@ -84,19 +95,29 @@ Marian shape, 16 sentences of 32 source ids, 64 tokens each (a cache of 40 slots
 widened to 64): 4.90 -> 4.76. The same tokens.
 """
 
+import os
+
 from jaxtrans.nn.attention_kernels import current_platform
 
-# Rows at and below which decoders take XLA:CPU's Eigen kernels: faster at every row
-# count of the table above; larger decoders keep the defaults, unmeasured.
+# Rows at and below which decoders on one core take XLA:CPU's Eigen kernels: faster at
+# every row count of the table above; larger decoders keep the defaults, unmeasured.
 EIGEN_ROWS = 512
 # XLA's option that turns YNNPACK's fusions off, so matrix products use Eigen.
 _NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
+def cores() -> int:
+    """The cores this process may run on, by which XLA:CPU sizes its thread pool."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def eigen_rows(rows: int) -> bool:
     """Whether a decoder of ``rows`` rows takes the Eigen kernels: on CPU, the platform it
-    is traced for (attention_kernels.target_platform when compiling for another)."""
-    return current_platform() == "cpu" and rows <= EIGEN_ROWS
+    is traced for (attention_kernels.target_platform when compiling for another), in a
+    process of one core."""
+    return current_platform() == "cpu" and rows <= EIGEN_ROWS and cores() == 1
 
 
 def compiler_options(rows: int) -> dict[str, str] | None:

@@ -9,9 +9,10 @@ that also keeps each traced program (``jax.export``, serialized) in
 ``<compilation cache>/jaxtrans-decoders/``, under a key of everything the program depends
 on: the code of jaxtrans, the versions of jax, jaxlib and flax, the settings that change a
 trace (64-bit types, the default matmul precision), the platform, the function, its static
-arguments (the model config, the length, the beam size...) and the shapes and dtypes of
-its array arguments. A later process with the same key deserializes it and runs it through
-the compilation cache, without tracing. Any change of code or jax makes another key.
+arguments (the model config, the length, the beam size...), the shapes and dtypes of
+its array arguments and the XLA options it is compiled with. A later process with the
+same key deserializes it and runs it through the compilation cache, without tracing. Any
+change of code or jax makes another key.
 
 Stored programs are used where the compilation cache is on and the process has one
 device (a program exported for one device layout is not one for another); everywhere
@@ -68,8 +69,12 @@ def _leaf_signature(x) -> str:
     return f"{aval.dtype}{list(aval.shape)}{'w' if aval.weak_type else ''}"
 
 
-def program_key(name: str, static: dict, args: tuple, kwargs: dict) -> str:
-    """The file name of one program: everything it depends on, hashed."""
+def program_key(
+    name: str, static: dict, args: tuple, kwargs: dict, options: dict | None = None
+) -> str:
+    """The file name of one program: everything it depends on, hashed. ``options``: the
+    XLA options it is compiled with, which may go with a differently traced program
+    (cpu_decoding.transposed_output follows the same rule as its options)."""
     leaves, tree = jax.tree.flatten((args, kwargs))
     parts = [
         code_digest(),
@@ -81,6 +86,7 @@ def program_key(name: str, static: dict, args: tuple, kwargs: dict) -> str:
         repr(sorted(static.items())),
         str(tree),
         ",".join(map(_leaf_signature, leaves)),
+        repr(sorted((options or {}).items())),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -113,8 +119,8 @@ class StoredJit:
     module's docstring).
 
     compiler_options(arguments) -> XLA options or None: the options a call is compiled
-    with, from its arguments by name (defaults applied); they must follow from the static
-    arguments and shapes, which key the stored programs.
+    with, from its arguments by name (defaults applied); they key the stored programs
+    with the static arguments and shapes.
     """
 
     def __init__(
@@ -160,7 +166,7 @@ class StoredJit:
         static = {k: kwargs.pop(k) for k in self._static_argnames if k in kwargs}
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         args, kwargs = jax.tree.map(jnp.asarray, (args, kwargs))
-        key = program_key(self.__qualname__, static, args, kwargs)
+        key = program_key(self.__qualname__, static, args, kwargs, options)
         if key not in self._programs:
             path = os.path.join(directory, key)
             self._programs[key] = self._load(path, static, args, kwargs, options)

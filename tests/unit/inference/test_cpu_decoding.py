@@ -1,5 +1,7 @@
-"""Decoders of up to EIGEN_ROWS rows on CPU: compiled without YNNPACK, a tied projection read
-transposed, and the same results."""
+"""Decoders of up to EIGEN_ROWS rows on CPU in a process of one core: compiled without
+YNNPACK, a tied projection read transposed, and the same results."""
+
+import os
 
 import flax.linen as nn
 import jax
@@ -18,6 +20,13 @@ from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import BOS_ID, PAD_ID
 
 FEW = cpu_decoding.EIGEN_ROWS
+CORES = cpu_decoding.cores  # before the fixture below replaces it
+
+
+@pytest.fixture(autouse=True)
+def one_core(monkeypatch):
+    """The rule holds in a process of one core: every test here runs as in one."""
+    monkeypatch.setattr(cpu_decoding, "cores", lambda: 1)
 
 
 def test_few_rows_on_cpu_take_the_eigen_kernels_and_many_the_defaults():
@@ -25,6 +34,16 @@ def test_few_rows_on_cpu_take_the_eigen_kernels_and_many_the_defaults():
     assert cpu_decoding.compiler_options(FEW) == {"xla_cpu_experimental_ynn_fusion_type": ""}
     assert cpu_decoding.compiler_options(FEW + 1) is None
     assert cpu_decoding.transposed_output(1) and not cpu_decoding.transposed_output(FEW + 1)
+
+
+def test_a_process_of_several_cores_keeps_the_defaults(monkeypatch):
+    monkeypatch.setattr(cpu_decoding, "cores", lambda: 2)
+    assert cpu_decoding.compiler_options(1) is None
+    assert not cpu_decoding.transposed_output(1)
+
+
+def test_the_cores_are_those_the_process_may_run_on():
+    assert CORES() == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("platform", ["gpu", "tpu"])
