@@ -19,7 +19,8 @@ penalty len ** alpha with the run's alpha (penalty_form "hf", which both have), 
 at most source + eval.max_extra_length tokens. The table gives medians over the rounds (of
 every warm call of every process), sentences/s of the warm call and its ratio to
 jaxtrans's, how many translations equal jaxtrans's token for token, and sacreBLEU against
-the references.
+the references. Every process is pinned to the same --cores cores (1 by default): XLA sizes
+its thread pool by the affinity mask, CTranslate2 gets intra_threads = --cores.
 
     python benchmarks/ctranslate2_decode.py --workdir runs/demo
     python benchmarks/ctranslate2_decode.py --quick      # a tiny run trained here, one round
@@ -60,8 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--beams", default="1,4", help="beam sizes, comma-separated (1: greedy)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warm_calls", type=int, default=3, help="warm calls a process")
-    # One: on a shared 2-core machine CTranslate2's OpenMP threads wait on each other.
-    parser.add_argument("--threads", type=int, default=1, help="CTranslate2's intra_threads")
+    # One by default: every way on the same single core, as a serving process a core runs.
+    parser.add_argument("--cores", type=int, default=1, help="cores every process is pinned to")
     parser.add_argument("--quick", action="store_true", help="a tiny run, one round")
     parser.add_argument("--child", choices=sorted(WAYS), help=argparse.SUPPRESS)
     parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
@@ -115,7 +116,7 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
     cutter = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
     start = time.perf_counter()
     translator = ctranslate2.Translator(
-        directory, device="cpu", compute_type=compute_type, intra_threads=job["threads"]
+        directory, device="cpu", compute_type=compute_type, intra_threads=job["cores"]
     )
     loaded = time.perf_counter() - start
 
@@ -130,10 +131,18 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
     return {**timed_calls(run, job["warm_calls"]), "load": loaded}
 
 
+def use_cores(count: int) -> int:
+    """Pin this process to its first ``count`` cores; the number it now has."""
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cores[: max(count, 1)])
+    return len(os.sched_getaffinity(0))
+
+
 def child(args) -> dict:
     with open(args.job, encoding="utf-8") as f:
         job = json.load(f)
     kind, compute_type, patience = WAYS[args.child]
+    use_cores(job["cores"])  # before jax starts its thread pool
     if kind == "jaxtrans":
         return jaxtrans_child(job, args.beam)
     return ctranslate2_child(job, args.beam, compute_type, patience)
@@ -170,7 +179,7 @@ def write_job(args, scratch: str) -> dict:
     pairs = read_split(config.data, args.split).pairs
     decoding = section_values(TranslationEvalConfig, config.get("eval"))
     job = {
-        "workdir": args.workdir, "directory": directory, "threads": args.threads,
+        "workdir": args.workdir, "directory": directory, "cores": args.cores,
         "warm_calls": args.warm_calls,
         "sentences": [p.source for p in pairs], "references": [p.target for p in pairs],
         "alpha": float(decoding.alpha), "max_extra_length": int(decoding.max_extra_length),
@@ -224,7 +233,8 @@ def print_table(job: dict, results: dict, beams: list) -> None:
                 f"{bleu:.2f} |"
             )
     print()
-    print(f"ctranslate2 {ctranslate2.__version__}, {job['threads']} threads; load average "
+    print(f"ctranslate2 {ctranslate2.__version__}, every process on {job['cores']} core(s) "
+          f"(CTranslate2 intra_threads={job['cores']}); load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")  # fmt: skip
 
 

@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import marian_decode
-from ctranslate2_decode import timed_calls
+from ctranslate2_decode import timed_calls, use_cores
 
 # way: CTranslate2's compute type (None: jaxtrans).
 WAYS = {"jaxtrans": None, "ctranslate2 float32": "float32", "ctranslate2 int8": "int8"}
@@ -62,13 +62,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--model", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
-
-
-def use_cores(count: int) -> int:
-    """Pin this process to its first ``count`` cores; the number it now has."""
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, cores[: max(count, 1)])
-    return len(os.sched_getaffinity(0))
 
 
 def token_names(vocab: int) -> list[str]:
