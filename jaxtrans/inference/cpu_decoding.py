@@ -5,16 +5,16 @@ Each is decided by the platform a decoder is traced for (attention_kernels.curre
 so ``python -m jaxtrans.compile``'s TPU decoders keep the defaults); other platforms are
 never affected.
 
-**Kernels.** A decoder step multiplies [rows, d_model] by every weight matrix of the decoder
-and by the output projection, about 150 MB of weights a step for a Marian (opus-mt) model
-in float32, none of which stays in the processor's caches from one step to the next.
+**Kernels.** A decoder step multiplies [rows, d_model] by every weight matrix of the
+decoder and by the output projection, about 150 MB of weights a step for a Marian (opus-mt)
+model in float32, none of which stays in the processor's caches from one step to the next.
 XLA:CPU's default kernels for matrix products (YNNPACK) and its older Eigen kernels both
-read them; Eigen's are the faster of the two at every row count measured, but only where
-the projection's weights lie [d_model, vocab] in memory, while a tied output projection is
-the embedding table [vocab, d_model]. One product [64, 512] x [512, 32001] on one core:
-YNNPACK 24.5 ms, Eigen 19.1 ms from [d_model, vocab], 112 ms from [vocab, d_model]. Whole
-warm decoding calls, every row 64 tokens at the Marian shape, and the demo's 500 test
-sentences in batches of 100, on one core (s; 2026-12-04):
+read them; on one core Eigen's are the faster of the two at every row count measured, but
+only where the projection's weights lie [d_model, vocab] in memory, while a tied output
+projection is the embedding table [vocab, d_model]. One product [64, 512] x [512, 32001] on
+one core: YNNPACK 24.5 ms, Eigen 19.1 ms from [d_model, vocab], 112 ms from [vocab,
+d_model]. Whole warm decoding calls, every row 64 tokens at the Marian shape, and the
+demo's 500 test sentences in batches of 100, on one core (s; 2026-12-04):
 
     decoding (rows)           YNNPACK, [vocab, d_model]   Eigen, [d_model, vocab]
     Marian greedy (16)        2.02                        1.90
