@@ -64,6 +64,11 @@ def store_directory() -> str:
     return os.path.join(cache_dir, FOLDER)
 
 
+def _as_array(x) -> jax.Array:
+    """An argument as a jax array (one already is one: not converted again)."""
+    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+
+
 def _leaf_signature(x) -> str:
     aval = jax.typeof(x)
     return f"{aval.dtype}{list(aval.shape)}{'w' if aval.weak_type else ''}"
@@ -138,6 +143,8 @@ class StoredJit:
         self._jits: dict[tuple, Callable] = {}
         # key -> the jitted call of its exported program (None: it cannot be stored).
         self._programs: dict[str, Callable | None] = {}
+        # What a call's program_key hashes -> the key (_key).
+        self._keys: dict[tuple, str] = {}
 
     def _options(self, args: tuple, kwargs: dict) -> dict | None:
         if self._compiler_options is None:
@@ -165,8 +172,8 @@ class StoredJit:
             return self._jitted(options)(*args, **kwargs)
         static = {k: kwargs.pop(k) for k in self._static_argnames if k in kwargs}
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        args, kwargs = jax.tree.map(jnp.asarray, (args, kwargs))
-        key = program_key(self.__qualname__, static, args, kwargs, options)
+        args, kwargs = jax.tree.map(_as_array, (args, kwargs))
+        key = self._key(directory, static, args, kwargs, options)
         if key not in self._programs:
             path = os.path.join(directory, key)
             self._programs[key] = self._load(path, static, args, kwargs, options)
@@ -174,6 +181,24 @@ class StoredJit:
         if program is None:
             return self._jitted(options)(*args, **kwargs, **static)
         return program(*args, **kwargs)
+
+    def _key(self, directory: str, static: dict, args: tuple, kwargs: dict, options) -> str:
+        """program_key of a call, remembered by what it hashes: hashing the code and the
+        whole signature again at every call would cost a decoding batch a millisecond or
+        two of Python, which on one core the decoding waits for."""
+        leaves, tree = jax.tree.flatten((args, kwargs))
+        signature = (
+            directory,
+            tuple(sorted(static.items())),
+            tree,
+            tuple((x.shape, x.dtype, getattr(x, "weak_type", None)) for x in leaves),
+            tuple(sorted((options or {}).items())),
+            jax.config.jax_enable_x64,
+            jax.config.jax_default_matmul_precision,
+        )
+        if signature not in self._keys:
+            self._keys[signature] = program_key(self.__qualname__, static, args, kwargs, options)
+        return self._keys[signature]
 
     def _cache_size(self) -> int:
         """Programs compiled in this process, as ``jax.jit``'s ``_cache_size``."""

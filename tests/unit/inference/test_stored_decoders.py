@@ -120,3 +120,22 @@ def test_a_stored_greedy_decoder_decodes_as_the_jitted_one(store):
     reference = plain(params, source, lengths, config=config, max_len=12)
     np.testing.assert_array_equal(np.asarray(stored), np.asarray(reference))
     np.testing.assert_array_equal(np.asarray(again), np.asarray(reference))
+
+
+def test_a_call_hashes_its_key_once_per_signature(store, monkeypatch):
+    hashed = []
+    program_key = stored_decoders.program_key
+
+    def counted(*args, **kwargs):
+        hashed.append(args[0])
+        return program_key(*args, **kwargs)
+
+    monkeypatch.setattr(stored_decoders, "program_key", counted)
+    function = new_process_function()
+    for _ in range(3):  # numpy or jax arrays alike
+        function(X, WEIGHTS, power=2)
+        function(jnp.asarray(X), WEIGHTS, power=2)
+    assert len(hashed) == 1
+    np.testing.assert_allclose(function(X[:2], WEIGHTS, power=3), expected(3)[:2], rtol=1e-6)
+    function(jnp.asarray(2.0) * X[:2], WEIGHTS, power=3)  # the same signature again
+    assert len(hashed) == 2 and len(os.listdir(store)) == 2
