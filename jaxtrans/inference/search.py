@@ -129,19 +129,22 @@ def _token_search(
         return loop.stages(step_fn, state, rows, narrow, stages, output)
     # The first loop's cache holds ``slots`` tokens: it stops there at the latest.
     state = loop.run(stages[0] if stages else 0, step_fn, state, rows, until=slots)
-    i, tokens, last, done, cache = state
-    widened = (i, tokens, last, done, widen(cache, max_len))
+
+    def widened(state):  # inside the branch that takes it: XLA pads only where it runs
+        i, tokens, last, done, cache = state
+        return i, tokens, last, done, widen(cache, max_len)
+
     if not stages:
-        return loop.stages(step_fn, widened, rows, None, (), output)
+        return loop.stages(step_fn, widened(state), rows, None, (), output)
 
     def narrowed_then_widened(state):
         output_now = output.at[rows.sentences].set(state[1])
         return loop.narrowed(step_fn, state, rows, narrow, stages, output_now, widen)
 
     def widened_then_narrowed(state):
-        return loop.stages(step_fn, widened, rows, narrow, stages, output)
+        return loop.stages(step_fn, widened(state), rows, narrow, stages, output)
 
-    few_run = jnp.sum(~done) <= stages[0]
+    few_run = jnp.sum(~state[3]) <= stages[0]
     return jax.lax.cond(few_run, narrowed_then_widened, widened_then_narrowed, state)
 
 
