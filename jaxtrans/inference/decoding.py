@@ -253,7 +253,7 @@ def sample_decode(
     )
 
 
-_BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs")
+_BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs", "best_only")
 
 
 @functools.partial(StoredJit, static_argnames=_BEAM_STATIC, compiler_options=_options)
@@ -272,6 +272,7 @@ def beam_decode(
     penalty_form: PenaltyForm = "gnmt",
     prefix: jnp.ndarray | None = None,
     return_logprobs: bool = False,
+    best_only: bool = False,
 ) -> tuple[jnp.ndarray, ...]:
     """Beam search translation; arguments as greedy_decode, alpha the length penalty's
     exponent, penalty_form its formula: "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha
@@ -279,11 +280,13 @@ def beam_decode(
     every beam, its log-probabilities counted in the scores (beam_search.beam_search).
 
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
-    with return_logprobs also their summed log-probabilities [batch, beam_size].
+    with return_logprobs also their summed log-probabilities [batch, beam_size]; with
+    best_only the best's alone, each without its beam axis (taken inside the program: a
+    slice taken outside is a program of its own, read or compiled by a fresh process).
     """
     slots = first_cache_slots(source.shape[1], max_len)
     step, cache, _ = decoder(config, params, source, slots, beam_size)
-    return beam_search(
+    found = beam_search(
         step,
         cache,
         max_lengths,
@@ -300,6 +303,7 @@ def beam_decode(
         widen=widen_cache,
         slots=slots,
     )
+    return tuple(x[:, 0] for x in found) if best_only else found
 
 
 def generate(
@@ -335,5 +339,5 @@ def generate(
     if beam_size == 1 or keys is not None:
         return greedy_decode(params, source, max_lengths, **common)
     beam = dict(beam_size=beam_size, penalty_form=penalty_form)
-    tokens, _ = beam_decode(params, source, max_lengths, alpha, **beam, **common)
-    return tokens[:, 0]
+    tokens, _ = beam_decode(params, source, max_lengths, alpha, **beam, **common, best_only=True)
+    return tokens

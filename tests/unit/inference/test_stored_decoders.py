@@ -139,3 +139,26 @@ def test_a_call_hashes_its_key_once_per_signature(store, monkeypatch):
     np.testing.assert_allclose(function(X[:2], WEIGHTS, power=3), expected(3)[:2], rtol=1e-6)
     function(jnp.asarray(2.0) * X[:2], WEIGHTS, power=3)  # the same signature again
     assert len(hashed) == 2 and len(os.listdir(store)) == 2
+
+
+def test_a_stored_result_is_read_back_instead_of_computed(store):
+    computed = []
+
+    def compute():
+        computed.append(1)
+        return {"w": jax.ShapeDtypeStruct((3, 4), jnp.float32)}
+
+    first = stored_decoders.stored_result("shapes", ["a"], compute)
+    assert stored_decoders.stored_result("shapes", ["a"], compute) == first
+    assert len(computed) == 1
+    stored_decoders.stored_result("shapes", ["b"], compute)  # another key: computed
+    assert len(computed) == 2
+    assert len(list(store.iterdir())) == 2
+
+
+def test_without_a_store_a_result_is_computed(monkeypatch):
+    monkeypatch.setattr(stored_decoders, "store_directory", lambda: "")
+    computed = []
+    for _ in range(2):
+        stored_decoders.stored_result("shapes", ["a"], lambda: computed.append(1) or 3)
+    assert computed == [1, 1]
