@@ -12,8 +12,8 @@ trace (64-bit types, the default matmul precision), the platform, the function, 
 arguments (the model config, the length, the beam size...), the shapes and dtypes of
 its array arguments and the XLA options it is compiled with. A later process with the
 same key deserializes it and runs it through the compilation cache, without tracing. Any
-change of code or jax makes another key. ``stored_result`` keeps another traced result
-the same way: the shapes of a model's parameters, which a checkpoint's restore would
+change of code or jax makes another key. ``stored_shapes`` keeps another traced result
+the same way, as JSON: the shapes of a model's parameters, which a checkpoint's restore would
 otherwise trace from the model's init (0.24 s of a fresh evaluate.py for the demo).
 
 Stored programs are used where the compilation cache is on and the process has one
@@ -27,14 +27,15 @@ import functools
 import hashlib
 import importlib.metadata
 import inspect
+import json
 import os
 import pathlib
-import pickle
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jax import export
 
 # The folder, inside the compilation cache directory, that holds the stored programs.
@@ -100,11 +101,12 @@ def program_key(
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def stored_result(name: str, key: Sequence[str], compute: Callable[[], Any]) -> Any:
-    """``compute()``, a traced result that pickles (the shapes of a model's parameters),
-    kept in the store beside the decoders under a key of ``name``, ``key`` (what it
-    depends on besides jaxtrans's code and the libraries) and read back by a later
-    process instead of tracing again; plain ``compute()`` where programs are not stored."""
+def stored_shapes(name: str, key: Sequence[str], compute: Callable[[], Any]) -> Any:
+    """``compute()``, nested dicts of jax.ShapeDtypeStruct (the shapes of a model's
+    parameters, traced from its init), kept in the store beside the decoders as JSON
+    under a key of ``name``, ``key`` (what it depends on besides jaxtrans's code and the
+    libraries) and read back by a later process instead of tracing again; plain
+    ``compute()`` where programs are not stored (or the result is not such a tree)."""
     directory = store_directory()
     if not directory:
         return compute()
@@ -112,14 +114,32 @@ def stored_result(name: str, key: Sequence[str], compute: Callable[[], Any]) -> 
     path = os.path.join(directory, hashlib.sha256("\n".join(parts).encode()).hexdigest())
     if os.path.exists(path):
         try:
-            with open(path, "rb") as file:
-                return pickle.load(file)
-        except Exception:  # noqa: BLE001 - a damaged file is computed again
+            with open(path, encoding="utf-8") as file:
+                return _shapes_from_json(json.load(file))
+        except (OSError, ValueError, TypeError, KeyError):  # damaged: traced again
             pass
     result = compute()
-    with contextlib.suppress(OSError, pickle.PicklingError, TypeError, AttributeError):
-        _write_atomically(path, pickle.dumps(result))
+    try:
+        data = json.dumps(_shapes_to_json(result)).encode()
+    except TypeError:  # not nested dicts of shapes: not kept
+        return result
+    with contextlib.suppress(OSError):  # a full or read-only cache: used, not kept
+        _write_atomically(path, data)
     return result
+
+
+def _shapes_to_json(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {str(k): _shapes_to_json(v) for k, v in tree.items()}
+    if isinstance(tree, jax.ShapeDtypeStruct) and tree.sharding is None:
+        return {"shape": list(tree.shape), "dtype": str(tree.dtype)}
+    raise TypeError(f"not a shape: {type(tree).__name__}")
+
+
+def _shapes_from_json(tree: dict) -> Any:
+    if set(tree) == {"shape", "dtype"} and isinstance(tree["shape"], list):
+        return jax.ShapeDtypeStruct(tuple(tree["shape"]), jnp.dtype(tree["dtype"]))
+    return {k: _shapes_from_json(v) for k, v in tree.items()}
 
 
 def _write_atomically(path: str, data: bytes) -> None:

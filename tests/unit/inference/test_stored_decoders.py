@@ -141,17 +141,20 @@ def test_a_call_hashes_its_key_once_per_signature(store, monkeypatch):
     assert len(hashed) == 2 and len(os.listdir(store)) == 2
 
 
-def test_a_stored_result_is_read_back_instead_of_computed(store):
+def test_a_stored_shapes_is_read_back_instead_of_computed(store):
     computed = []
 
     def compute():
         computed.append(1)
-        return {"w": jax.ShapeDtypeStruct((3, 4), jnp.float32)}
+        return {
+            "w": jax.ShapeDtypeStruct((3, 4), jnp.float32),
+            "b": {"c": jax.ShapeDtypeStruct((2,), jnp.int8)},
+        }
 
-    first = stored_decoders.stored_result("shapes", ["a"], compute)
-    assert stored_decoders.stored_result("shapes", ["a"], compute) == first
+    first = stored_decoders.stored_shapes("shapes", ["a"], compute)
+    assert stored_decoders.stored_shapes("shapes", ["a"], compute) == first
     assert len(computed) == 1
-    stored_decoders.stored_result("shapes", ["b"], compute)  # another key: computed
+    stored_decoders.stored_shapes("shapes", ["b"], compute)  # another key: computed
     assert len(computed) == 2
     assert len(list(store.iterdir())) == 2
 
@@ -160,5 +163,12 @@ def test_without_a_store_a_result_is_computed(monkeypatch):
     monkeypatch.setattr(stored_decoders, "store_directory", lambda: "")
     computed = []
     for _ in range(2):
-        stored_decoders.stored_result("shapes", ["a"], lambda: computed.append(1) or 3)
+        stored_decoders.stored_shapes("shapes", ["a"], lambda: computed.append(1) or {})
     assert computed == [1, 1]
+
+
+def test_a_result_that_is_not_shapes_is_computed_each_time(store):
+    computed = []
+    for _ in range(2):
+        stored_decoders.stored_shapes("other", ["a"], lambda: computed.append(1) or {"x": [1]})
+    assert computed == [1, 1] and not list(store.iterdir())
