@@ -144,7 +144,8 @@ def _token_search(
     def widened_then_narrowed(state):
         return loop.stages(step_fn, widened(state), rows, narrow, stages, output)
 
-    few_run = jnp.sum(~state[3]) <= stages[0]
+    done = state[3]
+    few_run = jnp.sum(~done) <= stages[0]
     return jax.lax.cond(few_run, narrowed_then_widened, widened_then_narrowed, state)
 
 

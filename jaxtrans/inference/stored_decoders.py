@@ -98,6 +98,11 @@ def program_key(
         ",".join(map(_leaf_signature, leaves)),
         repr(sorted((options or {}).items())),
     ]
+    return _digest(parts)
+
+
+def _digest(parts: Sequence[str]) -> str:
+    """The file name in the store of what ``parts`` (code, versions, ...) describe."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -110,8 +115,7 @@ def stored_shapes(name: str, key: Sequence[str], compute: Callable[[], Any]) -> 
     directory = store_directory()
     if not directory:
         return compute()
-    parts = [code_digest(), *library_versions(), name, *key]
-    path = os.path.join(directory, hashlib.sha256("\n".join(parts).encode()).hexdigest())
+    path = os.path.join(directory, _digest([code_digest(), *library_versions(), name, *key]))
     if os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as file:
