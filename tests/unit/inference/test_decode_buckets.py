@@ -104,7 +104,16 @@ def test_a_batch_holds_its_longest_sentence_in_at_most_one_and_a_quarter_times_i
         length_multiple=16,
     ):  # fmt: skip
         longest = max(len(sources[i]) for i in batch.indices)
-        assert longest <= batch.source.shape[1] <= max(longest + 15, 1.25 * longest)
+        assert longest <= batch.source.shape[1] <= max(longest + 15, 1.25 * longest, 32)
+
+
+def test_sentences_of_at_most_one_multiple_take_the_second_rung():
+    # The shortest batches share the program of the batches above them.
+    for multiple in (4, 8, 16):
+        found = shapes(CONFIG, sentences([1, 2, multiple - 1, multiple + 1]), batch_size=2,
+                       length_multiple=multiple, extra=5)  # fmt: skip
+        assert {src_len for _, src_len, _, _ in found} == {2 * multiple}
+    assert {s for _, s, _, _ in shapes(CONFIG, sentences([33]), length_multiple=8)} == {40}
 
 
 def test_a_short_last_batch_takes_the_next_power_of_two_rows():
@@ -118,7 +127,8 @@ def test_bucketed_batches_compile_once_a_shape_and_decode_what_each_sentence_doe
     beam_size, decode
 ):
     # Batches of 4, longest first, EOS included: 8 7 4 3 (bucket 8: the 4 and the 3 padded
-    # to 8) and 2 2 (bucket 4, 2 rows); alone, each sentence has its own bucket.
+    # to 8) and 2 2 (bucket 8 too, the sources' shortest, in 2 rows); alone, each sentence
+    # is a batch of 1 row.
     sources = sentences([2, 7, 1, 6, 3, 1], seed=1)
     search = dict(beam_size=beam_size, **SEARCH)
     expected = shapes(CONFIG, sources, batch_size=4, length_multiple=4, extra=5)
