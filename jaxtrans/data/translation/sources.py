@@ -119,3 +119,12 @@ def read_split(data_config, split: str) -> SplitPairs:
 def load_split(data_config, split: str) -> list[TranslationPair]:
     """The pairs of ``read_split``, without the counts."""
     return read_split(data_config, split).pairs
+
+
+def read_dev_split(data_config) -> SplitPairs | None:
+    """The dev split, or None when the run has none (training files, no ``data.dev``).
+    A dev split that is configured but cannot be read raises its UserError."""
+    try:
+        return read_split(data_config, "dev")
+    except NoSplit:
+        return None

@@ -20,10 +20,8 @@ import ml_collections
 
 from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.data.translation.data_config import get_data_config
-from jaxtrans.data.translation.epochs import batches_per_epoch
 from jaxtrans.data.translation.evaluation import eval_batches
-from jaxtrans.data.translation.pipeline import SOURCE_KEYS, TARGET_KEYS, train_iterator
-from jaxtrans.data.translation.sources import NoSplit, SplitPairs, read_split
+from jaxtrans.data.translation.sources import SplitPairs, read_dev_split, read_split
 from jaxtrans.data.translation.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
@@ -57,15 +55,6 @@ def model_config_of(run_config: ml_collections.ConfigDict, where: str = "config.
         return TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:
         raise UserError(f"{where}: {error}") from error
-
-
-def read_dev_split(data_config: ml_collections.ConfigDict) -> SplitPairs | None:
-    """The dev split, or None when the run has none (training files, no ``data.dev``).
-    A dev split that is configured but cannot be read raises its UserError."""
-    try:
-        return read_split(data_config, "dev")
-    except NoSplit:
-        return None
 
 
 # The dev split of a task that has not read it yet.
@@ -243,7 +232,9 @@ class TranslationTask(Task):
         }
 
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
-        return train_iterator(
+        from jaxtrans.data.translation import pipeline  # grain: when training
+
+        return pipeline.train_iterator(
             self.config.data,
             self.tokenizer,
             seed=seed,
@@ -254,6 +245,8 @@ class TranslationTask(Task):
     def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str]:
         """An exact count: one pass tokenises and packs the training data as the pipeline
         does (jaxtrans.data.translation.epochs)."""
+        from jaxtrans.data.translation.epochs import batches_per_epoch  # grain: when training
+
         steps, usable = batches_per_epoch(
             self.config.data, self.tokenizer, seed=seed, process_count=process_count
         )
@@ -314,6 +307,8 @@ class TranslationTask(Task):
 
     def batch_shapes(self, rows: int) -> Batch:
         """int32 [rows, max_source_length] or [rows, max_target_length] (pipeline.py)."""
+        from jaxtrans.data.translation.pipeline import SOURCE_KEYS, TARGET_KEYS  # grain
+
         data = self.config.data
         source = jax.ShapeDtypeStruct((rows, int(data.max_source_length)), jnp.int32)
         target = jax.ShapeDtypeStruct((rows, int(data.max_target_length)), jnp.int32)

@@ -1,16 +1,18 @@
-"""What a fresh decoding process imports: evaluate.py and the Translator start without the
-training loop, TensorBoard or torch (tensorboardX imports torch where it is installed,
-about a second of every fresh evaluate.py; benchmarks/decode_cold_start.py)."""
+"""What a fresh decoding process imports: evaluate.py, the Translator and the translation
+task start without the training loop, its input pipeline (grain, 0.06 s), TensorBoard or
+torch (tensorboardX imports torch where it is installed, about a second of every fresh
+evaluate.py; benchmarks/decode_cold_start.py)."""
 
 import subprocess
 import sys
 
 import pytest
 
-HEAVY = ("jaxtrans.training.loop", "jaxtrans.training.metrics", "tensorboardX", "torch")
+HEAVY = ("jaxtrans.training.loop", "jaxtrans.training.metrics", "grain", "tensorboardX", "torch")
+DECODING = ["evaluate", "jaxtrans.translator", "jaxtrans.tasks.translation.translation_task"]
 
 
-@pytest.mark.parametrize("module", ["evaluate", "jaxtrans.translator"])
+@pytest.mark.parametrize("module", DECODING)
 def test_decoding_does_not_import_training_or_torch(module):
     code = f"import sys, {module}\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
     out = subprocess.run(
