@@ -4,7 +4,10 @@ Configs are Python files (``get_config()`` returning an ml_collections ConfigDic
 run as code when loaded: only use config files you trust.
 """
 
+import atexit
 import contextlib
+import functools
+import gc
 import os
 import re
 import sys
@@ -172,8 +175,20 @@ def finish_background_threads(timeout: float = 30.0) -> None:
             thread.join(timeout)
 
 
+@functools.cache
+def freeze_at_exit() -> None:
+    """Keep the interpreter's exit from searching what a program leaves (jax, flax, the
+    model: some 160,000 objects) for reference cycles, 0.2 s of every fresh process (a
+    fresh evaluate.py at beam 4 on 1,000 demo sentences 5.04 -> 4.83 s, 2026-12-05). At
+    exit, before the libraries' own exit handlers, everything is frozen (gc.freeze): objects
+    are still freed as their modules go, and cycles among them are left to the operating
+    system with the rest of the process's memory; every output is closed by then."""
+    atexit.register(gc.freeze)
+
+
 def run(main: Callable[[], None]) -> None:
     """Run ``main``; a UserError becomes a one-line message and exit status 2."""
+    freeze_at_exit()
     try:
         main()
     except UserError as error:
