@@ -153,8 +153,11 @@ def measure(args, scratch: str) -> dict:
     for round_ in range(args.rounds):
         for beam in beams if round_ % 2 == 0 else beams[::-1]:
             for name in names if round_ % 2 == 0 else names[::-1]:
-                results[beam][name].append(way(name, beam))
-                print(f"  round {round_ + 1}, beam {beam}, {name}", file=sys.stderr, flush=True)
+                result = way(name, beam)
+                results[beam][name].append(result)
+                seconds = result[0] if name.startswith("eval") else result["first"]
+                print(f"  round {round_ + 1}, beam {beam}, {name}: {seconds:.2f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
     return results
 
 
