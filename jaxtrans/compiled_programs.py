@@ -11,7 +11,7 @@ bytes_per_device the bytes of one device's shards of a tree of arrays and its sh
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 
@@ -31,6 +31,8 @@ class ProgramCost:
     # The compiler's own words where it refused the program for want of memory (then only
     # the bytes are known: the arguments and the temporaries it asked for).
     out_of_memory: str | None = None
+    # The compiled program's HLO text (benchmarks/step_bytes.py reads its operations).
+    text: str = field(default="", repr=False, compare=False)
 
 
 def program_cost(compiled: jax.stages.Compiled) -> ProgramCost:
@@ -50,7 +52,8 @@ def program_cost(compiled: jax.stages.Compiled) -> ProgramCost:
         cost = cost[0] if cost else {}
     cost = cost or {}
     seconds = cost.get("optimal_seconds")
-    calls = sorted(set(re.findall(r'custom_call_target="([^"]+)"', compiled.as_text() or "")))
+    text = compiled.as_text() or ""
+    calls = sorted(set(re.findall(r'custom_call_target="([^"]+)"', text)))
     return ProgramCost(
         peak_bytes=peak,
         argument_bytes=arguments,
@@ -58,6 +61,7 @@ def program_cost(compiled: jax.stages.Compiled) -> ProgramCost:
         bytes_accessed=float(cost.get("bytes accessed", 0.0)),
         seconds=float(seconds) if seconds is not None and seconds > 0 else None,
         custom_calls=tuple(calls),
+        text=text,
     )
 
 
