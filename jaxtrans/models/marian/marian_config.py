@@ -119,7 +119,9 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
             final_logits_bias=tied,
             scale_embeddings=flag(hf, "scale_embedding", False),
             # Marian starts the decoder from a zero vector (Hugging Face: the zero <pad> row
-            # of a converted model); the start row copied from <pad> is then never read.
+            # of a converted model); the start row copied from <pad> is then never read. A
+            # directory whose <pad> row is not zero starts from it ("learned"): the weights
+            # decide (marian_from_huggingface.start_embedding).
             decoder_start_embedding="zero",
             pad_id=PAD_ID,
         )

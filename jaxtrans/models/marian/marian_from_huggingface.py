@@ -19,6 +19,12 @@ output) are permuted at this boundary as jaxtrans.data.tokenizers.pretrained_tok
 pretrained vocabulary (``marian_to_model_ids``), with one extra id for the start token:
 its row copies Marian's ``<pad>`` row, so decoding from BOS computes exactly what Marian
 computes from ``<pad>``.
+
+The decoder's start (``decoder_start_embedding``) follows that row: a directory whose
+``<pad>`` row is zero (every opus-mt converted from Marian, which starts from a zero
+vector) starts from "zero", so its exports to Marian and CTranslate2 stay exact; a row
+that is not zero (a model made or fine-tuned in transformers, which no longer zeroes it)
+starts from "learned", the start row itself, as ``MarianMTModel.generate`` does.
 """
 
 from pathlib import Path
@@ -40,6 +46,8 @@ __all__ = [
     "convert_state_dict",
     "from_huggingface",
     "marian_to_model_ids",
+    "directory_start_embedding",
+    "start_embedding",
 ]
 
 # Layers of the Marian stacks: (jaxtrans name, Hugging Face name), per stack.
@@ -124,6 +132,24 @@ class _Tensors:
             "bias": self[f"{prefix}.out_proj.bias"],
         }
         return params
+
+
+def start_embedding(params: dict[str, Any]) -> str:
+    """The ``decoder_start_embedding`` of converted ``params``: "zero" when the start row
+    (BOS, the copy of Marian's ``<pad>`` row) is all zeros, else "learned" (see above)."""
+    table = params.get("target_embedding", params["source_embedding"])["embedding"]
+    return "zero" if not np.any(table[BOS_ID]) else "learned"
+
+
+def directory_start_embedding(directory: Path, contents: dict[str, Any]) -> str:
+    """start_embedding of a Marian directory (``contents``: its config.json) from its
+    target embedding's ``<pad>`` row, without converting the rest."""
+    state = load_state_dict(directory)
+    t = _Tensors(state)
+    name = t.find("model.decoder.embed_tokens.weight", "model.shared.weight")
+    if name is None:
+        raise UserError(f"the checkpoint in {directory} has no decoder embedding table")
+    return "zero" if not np.any(t[name][contents["pad_token_id"]]) else "learned"
 
 
 def _rows(table: np.ndarray, pad_id: int, eos_id: int) -> np.ndarray:
@@ -239,6 +265,7 @@ def from_huggingface(path: str | Path) -> tuple[TransformerConfig, dict[str, Any
         raise UserError(
             f"the weights in {directory} do not fit its config.json ({describe(error)})"
         ) from None
+    config = config.replace(decoder_start_embedding=start_embedding(params))
     _check_shapes(config, params, directory)
     return config, params
 

@@ -6,11 +6,13 @@ inverse of ``marian_from_huggingface.py``.
     # directory: MarianMTModel.from_pretrained(directory) computes the same logits.
 
 What Marian can express: Post-LN, sinusoidal positions, relu / gelu / tanh gelu / silu,
-LayerNorm epsilon 1e-5 (Marian's is fixed), a decoder that starts from a zero vector
-(``decoder_start_embedding="zero"``: Marian and CTranslate2's Marian models have no start
-row), source and target vocabularies of any sizes. A model with the paper's interleaved
-sinusoids is exported too: permuting the d_model axis of every parameter the same way (a
-symmetry of the model) turns the interleaved table into Marian's halves exactly.
+LayerNorm epsilon 1e-5 (Marian's is fixed), source and target vocabularies of any sizes,
+and either decoder start: a zero vector (``decoder_start_embedding="zero"``, as Marian
+itself starts) or a learned start row, written as ``<pad>``'s row, which is where
+transformers starts (``LEARNED_START_NOTE`` says who else does not read it). A model with
+the paper's interleaved sinusoids is exported too: permuting the d_model axis of every
+parameter the same way (a symmetry of the model) turns the interleaved table into Marian's
+halves exactly.
 
 Token ids are Marian's as data/translation/marian_tokenizer_files.py writes them: a side of
 N model ids becomes a Marian vocabulary of V = N - 1 ids with ``</s>`` 0 and ``<pad>`` at
@@ -18,9 +20,9 @@ P, which is also the decoder start. Marian has one pad id for both sides, so P i
 last id of the smaller vocabulary (V - 1 when both have one size), inside the larger one
 (``marian_pad_id``). Marian row m is the model's row ``marian_to_model_ids(V, P, 0)[m]``,
 except row P, which takes the start row (BOS); the model's padding row (never attended
-to, never emitted) is left out. In the embedding tables row P is zero: the zero start
-that transformers reads from ``<pad>``'s row and CTranslate2's converter, dropping that
-row, builds in.
+to, never emitted) is left out. With the zero start, row P of the embedding tables is
+zero: the zero start that transformers reads from ``<pad>``'s row and CTranslate2's
+converter, dropping that row, builds in.
 """
 
 from typing import Any
@@ -38,6 +40,12 @@ from jaxtrans.vocab import BOS_ID, PAD_ID
 ACTIVATION_FUNCTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish"}
 # Marian's LayerNorm is torch's default: its epsilon is not configurable.
 MARIAN_EPSILON = 1e-5
+# What an export of a model with a learned start row tells its user.
+LEARNED_START_NOTE = (
+    "the decoder starts from a learned row, written as <pad>'s: transformers translates "
+    "as jaxtrans does, Marian itself and CTranslate2's Marian converter start from a zero "
+    "vector and would not (for CTranslate2 export with --format ctranslate2)"
+)
 
 
 def check_exportable(cfg: TransformerConfig) -> None:
@@ -70,12 +78,6 @@ def check_exportable(cfg: TransformerConfig) -> None:
     ):
         if size < 4:
             raise UserError(f"{name}={size}: too small for a Marian vocabulary")
-    if cfg.decoder_start_embedding != "zero":
-        raise UserError(
-            f"model.decoder_start_embedding={cfg.decoder_start_embedding!r}: Marian starts "
-            "the decoder from a zero vector, not a learned start row; train with "
-            "--config.model.decoder_start_embedding=zero, or export with --format ctranslate2"
-        )
 
 
 def marian_pad_id(cfg: TransformerConfig) -> int:
@@ -208,12 +210,18 @@ def to_state_dict(cfg: TransformerConfig, params: dict[str, Any]) -> dict[str, n
     source_rows, target_rows = token_rows(cfg)
     source = params["source_embedding"]["embedding"]
     target = source if cfg.share_embeddings else params["target_embedding"]["embedding"]
+    zero = cfg.decoder_start_embedding == "zero"  # else row P is the learned start row
     if cfg.share_embeddings:
-        w.tokens("model.shared.weight", source, source_rows, zero_start=True)
+        w.tokens("model.shared.weight", source, source_rows, zero_start=zero)
     # Written even when shared: with tie_word_embeddings false, Hugging Face ties neither
     # stack's table to model.shared.
-    w.tokens("model.encoder.embed_tokens.weight", source, source_rows, zero_start=True)
-    w.tokens("model.decoder.embed_tokens.weight", target, target_rows, zero_start=True)
+    w.tokens(
+        "model.encoder.embed_tokens.weight",
+        source,
+        source_rows,
+        zero_start=zero or not cfg.share_embeddings,
+    )
+    w.tokens("model.decoder.embed_tokens.weight", target, target_rows, zero_start=zero)
     _layers(w, "model.encoder", params["encoder"], cfg.num_encoder_layers, d)
     _layers(w, "model.decoder", params["decoder"], cfg.num_decoder_layers, d)
     if cfg.tie_output:

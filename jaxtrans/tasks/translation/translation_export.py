@@ -33,6 +33,7 @@ from jaxtrans.data.translation.marian_tokenizer_files import (
 from jaxtrans.data.translation.tokenizer import tokenizer_dir
 from jaxtrans.errors import UserError
 from jaxtrans.models.marian.marian_to_huggingface import (
+    LEARNED_START_NOTE,
     check_exportable,
     to_huggingface,
     token_rows,
@@ -108,4 +109,7 @@ def export_translation(task: Task, target: Path, checkpoint: str = "latest") -> 
                 json.dumps(contents, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
             )
         save_file(state, str(scratch / WEIGHTS_FILE), metadata={"format": "pt"})
-    return f"MarianMTModel, {restored.description} of {task.workdir}"
+    written = f"MarianMTModel, {restored.description} of {task.workdir}"
+    if task.model_config.decoder_start_embedding != "zero":
+        written += f"; {LEARNED_START_NOTE}"
+    return written

@@ -30,7 +30,11 @@ from jaxtrans.errors import UserError
 from jaxtrans.models import TransformerConfig
 from jaxtrans.models.layer_stacks import arrange_layers
 from jaxtrans.models.marian.marian_config import read_config
-from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids
+from jaxtrans.models.marian.marian_from_huggingface import (
+    directory_start_embedding,
+    from_huggingface,
+    marian_to_model_ids,
+)
 from jaxtrans.workdir import huggingface_model_type
 
 # Model fields a run may set on a pretrained model: regularisation and how it is computed.
@@ -73,6 +77,7 @@ def pretrained_model_config(
     directory = check_directory(path, flag)
     config, contents = read_config(directory / "config.json")
     check_token_ids(directory, contents, config)
+    config = config.replace(decoder_start_embedding=directory_start_embedding(directory, contents))
     if not model_section:
         return config
     changes = {}

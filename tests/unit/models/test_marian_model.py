@@ -39,9 +39,12 @@ VARIANTS = {
         share_encoder_decoder_embeddings=False,
         scale_embedding=False,
     ),
+    # opus-mt's layout, but a <pad> row (the decoder start) that is not zero, as in a model
+    # made or fine-tuned in transformers 5, which no longer zeroes it.
+    "start_row": dict(vocab_size=120, share_encoder_decoder_embeddings=True, scale_embedding=True),
 }
 # A bias on </s> per variant, so that some outputs end before the length limit, some not.
-EOS_BIAS = {"shared": 6.0, "separate": 3.5}
+EOS_BIAS = {"shared": 6.0, "separate": 3.5, "start_row": 6.0}
 
 
 def _marian_config(**changes) -> "transformers.MarianConfig":
@@ -78,6 +81,9 @@ def marian(request, tmp_path_factory):
         # search normalises over it first; a trained model gives it no probability.
         bias[0, config.pad_token_id] = -30.0
         model.final_logits_bias.copy_(bias)
+        if request.param == "start_row":
+            start = model.get_decoder().embed_tokens.weight[config.decoder_start_token_id]
+            start.copy_(torch.randn(start.shape) * 0.5)
     directory = tmp_path_factory.mktemp(f"marian-{request.param}")
     model.save_pretrained(directory)
     return directory, model, config
@@ -199,6 +205,19 @@ def test_beam_search_with_hf_length_penalty_equals_marian_generate(marian):
     assert any(EOS_ID in row for row in expected.tolist())
 
 
+def test_the_decoder_starts_where_the_directory_starts_it(marian):
+    """A zero <pad> row is Marian's zero start (its exports stay exact), any other row the
+    start row itself, as transformers reads it."""
+    directory, model, hf = marian
+    config, params = from_huggingface(directory)
+    start_row = model.get_decoder().embed_tokens.weight[hf.decoder_start_token_id]
+    nonzero = bool(torch.any(start_row != 0))
+    assert nonzero == (directory.name.startswith("marian-start_row"))
+    assert config.decoder_start_embedding == ("learned" if nonzero else "zero")
+    table = params.get("target_embedding", params["source_embedding"])["embedding"]
+    np.testing.assert_array_equal(table[BOS_ID], start_row.detach().numpy())
+
+
 def test_export_gives_back_the_marian_checkpoint(marian):
     """Both variants: one size, and separate sizes with <pad> at the smaller one's last id
     (Marian's one pad id, where the export puts it)."""
@@ -237,6 +256,8 @@ EXPORTABLE = {
         target_vocab_size=30,
         tie_output=False,
     ),
+    # A learned start row (the default), written as <pad>'s row, where transformers starts.
+    "learned_start": dict(layer_norm_epsilon=1e-5),
     # Layers as one scanned stack: exported per layer.
     "scanned": dict(layer_norm_epsilon=1e-5, decoder_start_embedding="zero", scan_layers=True),
 }
@@ -325,8 +346,6 @@ def test_settings_that_cannot_be_converted_are_refused_naming_the_key(marian, ch
         (dict(position="learned"), "position"),
         (dict(layer_norm_epsilon=1e-6), "layer_norm_epsilon"),
         (dict(share_embeddings=False, target_vocab_size=3), "target_vocab_size"),
-        # A learned start row: Marian and CTranslate2's converter start from zero.
-        (dict(layer_norm_epsilon=1e-5), "decoder_start_embedding"),
     ],
 )
 def test_export_refuses_what_marian_cannot_express(change, setting):
