@@ -11,16 +11,19 @@ compiler's own count takes a body once).
 
     python benchmarks/step_bytes.py --config configs/base.py --topology v5e-8 --top 10
     python benchmarks/step_bytes.py --config configs/demo.py --topology v5e-8 --top 5
+    python benchmarks/step_bytes.py ... --save_hlo /tmp/base.hlo   # then --from_hlo it
 
 Prints a Markdown table: operation, its HLO kind, result shape, bytes (GB per device),
 share of the whole, and the JAX operation it came from (the op_name metadata).
 """
 
 import argparse
+import json
 import os
 import re
 import sys
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,16 +141,22 @@ def operations(text: str) -> list[Operation]:
             elif opcode == "custom-call":
                 target = re.search(r'custom_call_target="([^"]+)"', line)
                 kind = f"custom-call:{target.group(1)}" if target else opcode
-            if opcode.endswith("-done"):  # its -start counted the transfer
+            if opcode.endswith("-start"):  # its -done holds the result: counted there
                 continue
             operands = _operands(rest)
             named = re.findall(r"%([\w.\-]+)", operands)
-            read = shape_bytes(re.sub(r"%[\w.\-]+", "", operands)) + sum(
-                shape_bytes(shapes.get(operand, "")) for operand in named
-            )
-            # An asynchronous -start returns a tuple holding its operands again: count the
-            # transfer as one read and one write of them.
-            moved = 2 * read if opcode.endswith("-start") else read + shape_bytes(shape)
+            if opcode.endswith("-done"):
+                # An asynchronous copy, slice or collective: one read and one write of
+                # what it delivers (the -start's tuple repeats its operands, which a
+                # slice reads only a part of).
+                moved = 2 * shape_bytes(shape)
+                start = named[0] if named else ""
+                line = next((x for x in computations[name][1] if f"%{start} = " in x), line)
+            else:
+                read = shape_bytes(re.sub(r"%[\w.\-]+", "", operands)) + sum(
+                    shape_bytes(shapes.get(operand, "")) for operand in named
+                )
+                moved = read + shape_bytes(shape)
             plain = re.sub(r"\{[^}]*\}", "", shape)
             result.append(Operation(op, kind, plain, moved * trips[name], _source(line)))
     return result
@@ -177,9 +186,27 @@ def compile_step_text(argv: list[str]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--save_hlo", help="write the compiled program's HLO text here")
+    parser.add_argument("--from_hlo", help="read a --save_hlo file instead of compiling")
     args, rest = parser.parse_known_args()
     sys.path.insert(0, REPO)
-    cost, slice_ = compile_step_text(rest)
+    if args.from_hlo:
+        with open(args.from_hlo, encoding="utf-8") as file:
+            text = file.read()
+        header = json.loads(text.split("\n", 1)[0])
+        cost = SimpleNamespace(text=text.split("\n", 1)[1], **header)
+        slice_ = SimpleNamespace(name=header["topology"])
+    else:
+        cost, slice_ = compile_step_text(rest)
+        if args.save_hlo:
+            header = {
+                "topology": slice_.name,
+                "bytes_accessed": cost.bytes_accessed,
+                "flops": cost.flops,
+                "peak_bytes": cost.peak_bytes,
+            }
+            with open(args.save_hlo, "w", encoding="utf-8") as file:
+                file.write(json.dumps(header) + "\n" + cost.text)
     ops = operations(cost.text)
     total = sum(op.bytes for op in ops)
     print(
@@ -195,6 +222,13 @@ def main() -> None:
             f"| {rank} | `{op.name}` | {op.kind} | `{op.result[:60]}` | {op.bytes / 1e9:.3f} | "
             f"{op.bytes / total:.1%} | {op.source[:80]} |"
         )
+    sources: dict[str, float] = {}
+    for op in ops:
+        key = re.sub(r"_\d+", "_N", op.source) or "(no op_name)"
+        sources[key] = sources.get(key, 0.0) + op.bytes
+    print("\n| from (layers merged) | GB | share |\n|---|---:|---:|")
+    for key, moved in sorted(sources.items(), key=lambda item: -item[1])[: args.top]:
+        print(f"| {key[:90]} | {moved / 1e9:.3f} | {moved / total:.1%} |")
     kinds: dict[str, float] = {}
     for op in ops:
         kinds[op.kind] = kinds.get(op.kind, 0.0) + op.bytes
