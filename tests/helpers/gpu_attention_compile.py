@@ -7,7 +7,7 @@ mha_backward, mha_preprocess_backward) and cuDNN's (target and mask type).
 
 Programs: the tiny translation model's train step (bfloat16, attention_impl=auto, packed
 rows, through jaxtrans.training.ahead_of_time as `python -m jaxtrans.compile` compiles
-it; unpacked rows compile to the same program, one segment per sentence pair), the
+it; unpacked rows lower to the same program, one segment per sentence pair), the
 gradient of a BERT-style encoder layer with a key padding mask, and the forward and
 backward of one attention through each cuDNN mask and each Triton shape (ragged
 lengths, several tiles).
@@ -23,7 +23,7 @@ from h100_target import h100_devices
 from jax.sharding import SingleDeviceSharding
 from tiny_configs import tiny_translation_config
 
-from jaxtrans.compiled_programs import program_cost
+from jaxtrans.compiled_programs import ProgramCost, program_cost
 from jaxtrans.nn import BlockConfig, Encoder, gpu_attention
 from jaxtrans.nn import attention_kernels as ak
 from jaxtrans.nn.masks import (
@@ -59,32 +59,44 @@ def custom_calls(hlo: str) -> dict:
 
 
 def train_step(device) -> dict:
-    """The tiny model's train step (bfloat16, auto, packed): its kernels and custom calls."""
-    config = tiny_translation_config(
-        10,
-        **{
-            "data.pack": True,
-            # XLA's GPU compiler finds no Triton GEMM tiles for some of the 32-wide tiny
-            # model's matmuls ("Couldn't find output tile sizes"): 128 wide, head_dim 64.
-            "model.d_model": 128,
-            "model.d_ff": 256,
-            "model.dtype": "bfloat16",
-            "model.attention_impl": "auto",
-            "model.attention_dropout_rate": 0.0,
-        },
-    )
-    texts = []
+    """The tiny model's train step (bfloat16, auto) on packed rows: its kernels and custom
+    calls; and on unpacked rows, the kernels the start-up line names and whether the
+    program is the same (translation batches carry segment ids either way)."""
+    found, lowered = {}, {}
+    for packed in (True, False):
+        config = tiny_translation_config(
+            10,
+            **{
+                "data.pack": packed,
+                # XLA's GPU compiler finds no Triton GEMM tiles for some of the 32-wide
+                # tiny model's matmuls ("Couldn't find output tile sizes"): 128 wide.
+                "model.d_model": 128,
+                "model.d_ff": 256,
+                "model.dtype": "bfloat16",
+                "model.attention_impl": "auto",
+                "model.attention_dropout_rate": 0.0,
+            },
+        )
+        texts = []
 
-    def compiling(lowered, argument_bytes):  # compile_or_cost, keeping the HLO text
-        compiled = lowered.compile()
-        texts.append(compiled.as_text())
-        return program_cost(compiled)
+        def compiling(program, argument_bytes, texts=texts, packed=packed):
+            """compile_or_cost keeping the HLO: compiled when packed, lowered only else."""
+            lowered[packed] = program.as_text()
+            if not packed:
+                return ProgramCost(0, 0, 0.0, 0.0, None, ())
+            compiled = program.compile()
+            texts.append(compiled.as_text())
+            return program_cost(compiled)
 
-    ahead_of_time.compile_or_cost = compiling
-    step = ahead_of_time.compile_train_step(config, compile_task, [device], 1)
-    chosen = ak.model_attention_kernels(step.task.model_config, "gpu", packed=True)
-    kernels = {name: kernel for name, (kernel, _) in chosen.items()}
-    return {"kernels": kernels, **custom_calls(texts[0])}
+        ahead_of_time.compile_or_cost = compiling
+        step = ahead_of_time.compile_train_step(config, compile_task, [device], 1)
+        chosen = ak.model_attention_kernels(step.task.model_config, "gpu", packed=packed)
+        kernels = {name: kernel for name, (kernel, _) in chosen.items()}
+        found["packed" if packed else "unpacked"] = {"kernels": kernels}
+        if texts:
+            found["packed"].update(custom_calls(texts[0]))
+    found["same program"] = lowered[True] == lowered[False]
+    return found
 
 
 def encoder_layer(device) -> dict:

@@ -50,11 +50,20 @@ def test_the_train_step_runs_triton_in_both_self_attentions_forward_and_backward
     """The tiny model's bfloat16 step on packed rows, attention_impl=auto: the kernels
     the start-up line names are the ones in the program, one forward and one backward
     per attention named triton, none for cross-attention (xla) and no cuDNN."""
-    step = compiled["train step"]
+    step = compiled["train step"]["packed"]
     assert step["kernels"] == {"encoder self": "triton", "decoder self": "triton", "cross": "xla"}
     triton_attentions = sum(kernel == "triton" for kernel in step["kernels"].values())
     assert step["triton"] == dict.fromkeys(TRITON_PASSES, triton_attentions)
     assert step["cudnn"] == []
+
+
+def test_unpacked_rows_are_the_same_program_and_the_start_up_line_says_so(compiled):
+    """Translation batches carry segment ids packed or not, so an unpacked run's step is
+    the packed one, and its start-up line names the same kernels (not cuDNN, which takes
+    no segments)."""
+    step = compiled["train step"]
+    assert step["same program"]
+    assert step["unpacked"]["kernels"] == step["packed"]["kernels"]
 
 
 def test_an_encoder_with_a_key_padding_mask_runs_cudnn_with_padding(compiled):
