@@ -61,7 +61,7 @@ def cudnn_attention(
 TRITON_MASK_KINDS = ("none", "causal", "segments", "causal+segments")
 TRITON_DTYPES = ("float32", "bfloat16", "float16")
 # Tiles of [block, head_dim] live in shared memory: up to 128 wide (mha's default forward
-# block of 128 at head_dim 128 fits an H100's and an A100's shared memory).
+# block of 128 at head_dim 128 compiles for an H100: test_gpu_attention_compile.py).
 TRITON_MAX_HEAD_DIM = 128
 # Padding positions of a packed row have segment id 0 (jaxtrans.nn.masks); the positions
 # added to fill a tile get it too, so no real query or key sees them.

@@ -7,7 +7,8 @@ mha_backward, mha_preprocess_backward) and cuDNN's (target and mask type).
 
 Programs: the tiny translation model's train step (bfloat16, attention_impl=auto, packed
 rows, through jaxtrans.training.ahead_of_time as `python -m jaxtrans.compile` compiles
-it; unpacked rows lower to the same program, one segment per sentence pair), the
+it, on one H100 and split over two; unpacked rows lower to the same program, one segment
+per sentence pair), the
 gradient of a BERT-style encoder layer with a key padding mask, and the forward and
 backward of one attention through each cuDNN mask and each Triton shape (ragged
 lengths, several tiles).
@@ -58,44 +59,62 @@ def custom_calls(hlo: str) -> dict:
     return {"triton": triton, "cudnn": sorted(cudnn)}
 
 
-def train_step(device) -> dict:
+def tiny_gpu_config(packed: bool, **overrides):
+    return tiny_translation_config(
+        10,
+        **{
+            "data.pack": packed,
+            # XLA's GPU compiler finds no Triton GEMM tiles for some of the 32-wide tiny
+            # model's matmuls ("Couldn't find output tile sizes"): 128 wide.
+            "model.d_model": 128,
+            "model.d_ff": 256,
+            "model.dtype": "bfloat16",
+            "model.attention_impl": "auto",
+            "model.attention_dropout_rate": 0.0,
+            **overrides,
+        },
+    )
+
+
+def compiled_step(config, devices, compile_it: bool = True) -> tuple:
+    """(CompiledTrainStep, lowered text, compiled HLO text or None) of ``config``'s step
+    over ``devices``, compiled as jaxtrans.training.ahead_of_time compiles it."""
+    texts = {}
+
+    def compiling(program, argument_bytes):
+        texts["lowered"] = program.as_text()
+        if not compile_it:
+            return ProgramCost(0, 0, 0.0, 0.0, None, ())
+        compiled = program.compile()
+        texts["hlo"] = compiled.as_text()
+        return program_cost(compiled)
+
+    ahead_of_time.compile_or_cost = compiling
+    step = ahead_of_time.compile_train_step(config, compile_task, devices, 1)
+    return step, texts["lowered"], texts.get("hlo")
+
+
+def kernels_named(step, packed: bool) -> dict:
+    chosen = ak.model_attention_kernels(step.task.model_config, "gpu", packed=packed)
+    return {name: kernel for name, (kernel, _) in chosen.items()}
+
+
+def train_step(devices) -> dict:
     """The tiny model's train step (bfloat16, auto) on packed rows: its kernels and custom
-    calls; and on unpacked rows, the kernels the start-up line names and whether the
-    program is the same (translation batches carry segment ids either way)."""
-    found, lowered = {}, {}
-    for packed in (True, False):
-        config = tiny_translation_config(
-            10,
-            **{
-                "data.pack": packed,
-                # XLA's GPU compiler finds no Triton GEMM tiles for some of the 32-wide
-                # tiny model's matmuls ("Couldn't find output tile sizes"): 128 wide.
-                "model.d_model": 128,
-                "model.d_ff": 256,
-                "model.dtype": "bfloat16",
-                "model.attention_impl": "auto",
-                "model.attention_dropout_rate": 0.0,
-            },
-        )
-        texts = []
-
-        def compiling(program, argument_bytes, texts=texts, packed=packed):
-            """compile_or_cost keeping the HLO: compiled when packed, lowered only else."""
-            lowered[packed] = program.as_text()
-            if not packed:
-                return ProgramCost(0, 0, 0.0, 0.0, None, ())
-            compiled = program.compile()
-            texts.append(compiled.as_text())
-            return program_cost(compiled)
-
-        ahead_of_time.compile_or_cost = compiling
-        step = ahead_of_time.compile_train_step(config, compile_task, [device], 1)
-        chosen = ak.model_attention_kernels(step.task.model_config, "gpu", packed=packed)
-        kernels = {name: kernel for name, (kernel, _) in chosen.items()}
-        found["packed" if packed else "unpacked"] = {"kernels": kernels}
-        if texts:
-            found["packed"].update(custom_calls(texts[0]))
-    found["same program"] = lowered[True] == lowered[False]
+    calls, on one H100 and on two (rows split, the kernels in a shard_map); on unpacked
+    rows, the kernels the start-up line names and whether the program is the same
+    (translation batches carry segment ids either way)."""
+    step, packed_text, hlo = compiled_step(tiny_gpu_config(True), devices[:1])
+    found = {"packed": {"kernels": kernels_named(step, True), **custom_calls(hlo)}}
+    step, unpacked_text, _ = compiled_step(tiny_gpu_config(False), devices[:1], False)
+    found["unpacked"] = {"kernels": kernels_named(step, False)}
+    found["same program"] = packed_text == unpacked_text
+    step, lowered, hlo = compiled_step(tiny_gpu_config(True, **{"mesh.data": 2}), devices)
+    found["two devices"] = {
+        "mesh": dict(step.mesh.shape),
+        "shard_map": "sdy.manual_computation" in lowered or "shard_map" in lowered,
+        **custom_calls(hlo),
+    }
     return found
 
 
@@ -140,7 +159,8 @@ def one_attention(device, kernel: str, mask, q_len: int, kv_len: int, head_dim: 
 
 
 def main() -> None:
-    (device,) = h100_devices()
+    devices = h100_devices(2)
+    device = devices[0]
     ids = jnp.array([[5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0], [5] * 12])
     segments = jnp.array([[1, 1, 1, 2, 2, 3, 3, 3, 3, 0, 0, 0], [1] * 5 + [2] * 7])
     long_segments = jnp.concatenate([segments, jnp.full((2, 188), 3)], axis=1)
@@ -148,7 +168,7 @@ def main() -> None:
     found = {
         "device": device.device_kind,
         "platform": device.platform,
-        "train step": train_step(device),
+        "train step": train_step(devices),
         "encoder layer": encoder_layer(device),
         "cudnn padding": one_attention(device, "cudnn", padding_attention_mask(ids), 12, 12, 64),
         "cudnn padding+causal": one_attention(

@@ -38,12 +38,12 @@ device_description_str: "NVIDIA H100 80GB HBM3"
 """
 
 
-def h100_devices() -> list:
-    """One compile-only H100 (its platform is "gpu"): programs lower and compile for it,
-    none runs."""
+def h100_devices(count: int = 1) -> list:
+    """``count`` compile-only H100s of one host (their platform is "gpu"): programs lower
+    and compile for them, none runs."""
     from jax.experimental import topologies
 
     topology = topologies.get_topology_desc(
-        platform="cuda", target_config=H100_SXM, topology="1x1x1"
+        platform="cuda", target_config=H100_SXM, topology=f"1x1x{count}"
     )
     return list(topology.devices)

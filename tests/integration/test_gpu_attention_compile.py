@@ -57,6 +57,17 @@ def test_the_train_step_runs_triton_in_both_self_attentions_forward_and_backward
     assert step["cudnn"] == []
 
 
+def test_split_over_two_gpus_the_step_runs_triton_in_a_shard_map(compiled):
+    """Rows split over two H100s (mesh data=2): the kernels run on each device's rows
+    inside a shard_map (the compiler cannot split a Pallas kernel), one forward and one
+    backward per self-attention as on one device."""
+    split = compiled["train step"]["two devices"]
+    assert split["mesh"] == {"data": 2, "fsdp": 1, "tensor": 1}
+    assert split["shard_map"]
+    assert split["triton"] == dict.fromkeys(TRITON_PASSES, 2)
+    assert split["cudnn"] == []
+
+
 def test_unpacked_rows_are_the_same_program_and_the_start_up_line_says_so(compiled):
     """Translation batches carry segment ids packed or not, so an unpacked run's step is
     the packed one, and its start-up line names the same kernels (not cuDNN, which takes

@@ -280,9 +280,10 @@ def test_the_module_runs_splash_on_a_tpu_equal_to_xla(monkeypatch):
 
 
 @pytest.mark.slow
-def test_splash_split_over_a_mesh_equals_xla():
-    """Under a mesh (rows over data, heads over tensor) splash runs in a shard_map, as a
-    Pallas kernel must (the compiler cannot split it): still equal to xla, gradients too."""
+def test_splash_and_triton_split_over_a_mesh_equal_xla():
+    """Under a mesh (rows over data, heads over tensor) splash and Triton run in a
+    shard_map, as a Pallas kernel must (the compiler cannot split it): still equal to
+    xla, gradients too."""
     result = subprocess.run(
         [sys.executable, os.path.join(HELPERS, "splash_over_mesh.py")],
         capture_output=True,
@@ -291,6 +292,14 @@ def test_splash_split_over_a_mesh_equals_xla():
         env={**os.environ, "XLA_FLAGS": xla_flags(4)},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    for kind, found in json.loads(result.stdout).items():
+    runs = json.loads(result.stdout)
+    assert sorted(runs) == [
+        "splash causal+segments",
+        "splash cross_segments",
+        "splash padding",
+        "triton causal+segments",
+        "triton segments",
+    ]
+    for kind, found in runs.items():
         assert found["shard_map"], kind
         assert max(found["differences"]) < 1e-5, (kind, found["differences"])
