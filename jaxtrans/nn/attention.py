@@ -5,8 +5,8 @@ heads, kv_len, head_dim], the layout the score and mixing products read without 
 transpose (a decoding cache is stored that way, so no step copies it); boolean masks
 broadcastable to [batch, heads, q_len, kv_len] (True = attend), bare or as an
 AttentionMask that also carries the padding, segment ids and causality that built the
-mask: the splash (TPU) and cuDNN (GPU) kernels of jaxtrans.nn.attention_kernels take
-those, chosen by ``config.attention_impl``; the xla kernel takes the boolean mask.
+mask: the splash (TPU), cuDNN and Triton (GPU) kernels of jaxtrans.nn.attention_kernels
+take those, chosen by ``config.attention_impl``; the xla kernel takes the boolean mask.
 
 For incremental decoding the module keeps keys and values between calls in two Flax
 variable collections: ``"cache"`` (decoder self-attention, one slot per target position,
@@ -104,7 +104,7 @@ class MultiHeadAttention(nn.Module):
 
         Returns [batch, q_len, d_model]. ``inputs_kv=None`` (with ``cache="memory"``)
         reuses the keys/values stored by an earlier call. ``mask``: a boolean array or
-        an AttentionMask (which the splash and cuDNN kernels need; see the module doc).
+        an AttentionMask (which the splash, cuDNN and Triton kernels need; see the module doc).
         """
         cfg = self.config
         structure = mask if isinstance(mask, AttentionMask) else None

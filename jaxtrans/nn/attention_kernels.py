@@ -1,34 +1,37 @@
-"""Which attention kernel runs where, and the splash (TPU) and cuDNN (GPU) kernel calls.
+"""Which attention kernel runs where, and the splash (TPU) kernel call.
 
 ``attention_impl``: "xla" (einsum + softmax, jaxtrans.nn.attention), "splash" (Pallas
 splash attention, TPU), "cudnn" (cuDNN flash attention through
-``jax.nn.dot_product_attention(implementation="cudnn")``, GPU, bfloat16/float16) or
-"auto": splash on TPU, cuDNN on GPU where it applies, xla elsewhere. A kernel that cannot
-take an attention (its platform, dtype or mask, attention dropout, a decoding step) gives
-way to xla for that attention; ``attention_kernel`` says why, and
-``describe_attention_kernels`` makes the one start-up line that says it.
+``jax.nn.dot_product_attention(implementation="cudnn")``, GPU, bfloat16/float16),
+"triton" (Pallas' Triton flash attention with segment ids, GPU: packed self-attention)
+or "auto": splash on TPU; on GPU Triton for packed self-attention and cuDNN for the
+rest, where they apply; xla elsewhere. A kernel that cannot take an attention (its
+platform, dtype or mask, attention dropout, a decoding step) gives way to xla for that
+attention; ``attention_kernel`` says why, and ``describe_attention_kernels`` makes the
+one start-up line that says it. The GPU kernels live in jaxtrans.nn.gpu_attention.
 
 The kernels take the mask's structure (jaxtrans.nn.masks.AttentionMask), not a dense
 mask: splash takes segment ids (padding: keys 1, padding keys a non-matching id) and a
-static causal or full mask; cuDNN takes key lengths (padding at the end of a row, as
-jaxtrans batches are made) and ``is_causal``. A query with no key to attend to gets
-zeros, as in the xla kernel.
+static causal or full mask; cuDNN takes key lengths and ``is_causal``; Triton one
+segment-id array for queries and keys and ``causal``. A query with no key to attend to
+gets zeros, as in the xla kernel.
 """
 
-import contextlib
-import contextvars
-import math
-from collections.abc import Iterator
-
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 
+from jaxtrans.nn import gpu_attention
+from jaxtrans.nn.gpu_attention import TRITON_DTYPES, TRITON_MASK_KINDS, TRITON_MAX_HEAD_DIM
+from jaxtrans.nn.kernel_placement import (
+    current_platform,
+    interpreted,
+    over_mesh,
+    target_platform,  # noqa: F401  (callers import it here)
+)
 from jaxtrans.nn.masks import AttentionMask
 
-IMPLS = ("auto", "xla", "splash", "cudnn")
-KERNELS = ("xla", "splash", "cudnn")
+IMPLS = ("auto", "xla", "splash", "cudnn", "triton")
+KERNELS = ("xla", "splash", "cudnn", "triton")
 MASK_KINDS = (
     "none",
     "padding",
@@ -40,46 +43,16 @@ MASK_KINDS = (
     "dense",  # a boolean array without its structure: only xla takes it
 )
 _SPLASH_DTYPES = ("float32", "bfloat16")
+# Why packed cross-attention runs xla on a GPU (the start-up line says it).
+TRITON_CROSS_REASON = (
+    "packed cross-attention: Triton's mha takes one segment-id array for queries and keys, "
+    "cuDNN none"
+)
 _CUDNN_DTYPES = ("bfloat16", "float16")
 # Splash tiles are multiples of 128 along both sequences: shorter or ragged lengths are
 # padded up to a multiple of 128 with segment ids that match nothing (queries -1, keys -2).
 SPLASH_ALIGN = 128
 _Q_PAD_ID, _KV_PAD_ID = -1, -2
-
-
-# The platform attention is traced for while a program is compiled ahead of time for
-# devices that are not the default backend's (target_platform); None: the default's.
-_TARGET_PLATFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "attention_target_platform", default=None
-)
-
-
-@contextlib.contextmanager
-def target_platform(platform: str) -> Iterator[None]:
-    """Trace attention for ``platform`` ("tpu", "gpu", ...) inside the block: the kernel
-    choice and splash's interpret mode follow it, not the default backend (a TPU program
-    compiled on a machine without one, python -m jaxtrans.compile)."""
-    token = _TARGET_PLATFORM.set(platform)
-    try:
-        yield
-    finally:
-        _TARGET_PLATFORM.reset(token)
-
-
-def current_platform() -> str:
-    """ "cpu", "gpu" (CUDA), "rocm" or "tpu": the platform attention is traced for, the
-    default backend's unless target_platform says otherwise."""
-    target = _TARGET_PLATFORM.get()
-    if target is not None:
-        return target
-    platform = jax.default_backend()
-    if platform == "gpu":
-        try:
-            version = jax.devices()[0].client.platform_version.lower()
-        except Exception:  # noqa: BLE001 - a client without a version string: assume CUDA
-            version = ""
-        return "rocm" if "rocm" in version else "gpu"
-    return platform
 
 
 def mask_kind(mask: AttentionMask | jnp.ndarray | None) -> str:
@@ -99,7 +72,8 @@ def attention_kernel(
     dropout: bool = False,
     head_dim: int | None = None,
 ) -> tuple[str, str | None]:
-    """The kernel ("xla", "splash" or "cudnn") for one attention, and why it fell back.
+    """The kernel ("xla", "splash", "cudnn" or "triton") for one attention, and why it
+    fell back.
 
     The reason is None where the kernel is the one ``impl`` asks for on ``platform``
     (auto on CPU: xla, no reason); otherwise a few words for the start-up line.
@@ -115,10 +89,11 @@ def attention_kernel(
         return "xla", None
     wanted = impl
     if impl == "auto":
-        wanted = {"tpu": "splash", "gpu": "cudnn"}.get(platform)
+        segmented = mask_kind in ("segments", "causal+segments", "cross_segments")
+        wanted = {"tpu": "splash", "gpu": "triton" if segmented else "cudnn"}.get(platform)
         if wanted is None:
             return "xla", None
-    needs = {"splash": "tpu", "cudnn": "gpu"}[wanted]
+    needs = {"splash": "tpu", "cudnn": "gpu", "triton": "gpu"}[wanted]
     if platform != needs:
         return "xla", f"{wanted} needs a {needs.upper()}, this is {platform}"
     if decode:
@@ -132,6 +107,8 @@ def attention_kernel(
         if dtype not in _SPLASH_DTYPES:
             return "xla", f"splash takes float32/bfloat16, not {dtype}"
         return "splash", None
+    if wanted == "triton":
+        return _triton_kernel(dtype, mask_kind, head_dim)
     if dtype not in _CUDNN_DTYPES:
         return "xla", f"cuDNN flash attention takes bfloat16/float16, not {dtype}"
     if mask_kind in ("segments", "causal+segments", "cross_segments"):
@@ -141,21 +118,40 @@ def attention_kernel(
     return "cudnn", None
 
 
+def _triton_kernel(dtype: str, mask_kind: str, head_dim: int | None) -> tuple[str, str | None]:
+    """attention_kernel for a GPU attention that asks for Triton (or auto's packed ones)."""
+    if dtype not in TRITON_DTYPES:
+        return "xla", f"Triton attention takes float32/bfloat16/float16, not {dtype}"
+    if mask_kind == "cross_segments":
+        return "xla", TRITON_CROSS_REASON
+    if mask_kind not in TRITON_MASK_KINDS:
+        return "xla", "Triton attention cannot let padding queries see keys (padding: cudnn)"
+    if head_dim is not None and head_dim > TRITON_MAX_HEAD_DIM:
+        return "xla", f"Triton attention needs head_dim <= {TRITON_MAX_HEAD_DIM}, not {head_dim}"
+    return "triton", None
+
+
 def model_attention_kernels(
     config, platform: str | None = None, dtype=None, packed: bool = False
 ) -> dict[str, tuple[str, str | None]]:
-    """(kernel, why it fell back) of each attention of a model: "encoder self" (or the
-    encoder of a BERT), and for a TransformerConfig "decoder self" and "cross".
+    """(kernel, why it fell back) of each attention of a model's train step: "encoder
+    self" (or the encoder of a BERT), and for a TransformerConfig "decoder self" and
+    "cross".
 
     ``config``: a BlockConfig. ``packed``: batches pack several sequences per row (segment
-    masks). Platform and dtype default to current_platform() and the compute dtype.
+    masks). An encoder-decoder's training batches carry segment ids packed or not (one
+    per sentence pair, jaxtrans.data.translation.pipeline), so its attentions take
+    segment masks either way. Platform and dtype default to current_platform() and the
+    compute dtype.
     """
     platform = current_platform() if platform is None else platform
     dtype = jnp.dtype(config.compute_dtype if dtype is None else dtype)
-    attentions = {"encoder self": "segments" if packed else "padding"}
-    if hasattr(config, "num_decoder_layers"):
-        attentions["decoder self"] = "causal+segments" if packed else "padding+causal"
-        attentions["cross"] = "cross_segments" if packed else "padding"
+    encoder_decoder = hasattr(config, "num_decoder_layers")
+    segmented = packed or encoder_decoder
+    attentions = {"encoder self": "segments" if segmented else "padding"}
+    if encoder_decoder:
+        attentions["decoder self"] = "causal+segments"
+        attentions["cross"] = "cross_segments"
     return {
         name: attention_kernel(
             config.attention_impl,
@@ -264,7 +260,7 @@ def splash_attention(
     from jax.experimental.pallas.ops.tpu.splash_attention import SegmentIds
 
     if interpret is None:  # the backend the program is compiled for
-        interpret = (_TARGET_PLATFORM.get() or jax.default_backend()) != "tpu"
+        interpret = interpreted("tpu")
     batch, q_len, heads, head_dim = q.shape
     kv_len = k.shape[2]
     if mask.causal and q_len != kv_len:
@@ -286,78 +282,20 @@ def splash_attention(
 
         return jax.vmap(one_example)(q, k, v, q_ids, kv_ids)
 
-    out = _over_mesh(attend, q, k, v, q_ids, kv_ids)[:, :, :q_len]
+    out = over_mesh(attend, q, k, v, q_ids, kv_ids)[:, :, :q_len]
     return _zero_rows_without_keys(jnp.swapaxes(out, 1, 2), mask.mask)
-
-
-def _over_mesh(attend, q, k, v, q_ids, kv_ids):
-    """``attend`` on each device's shard under the mesh being traced for (the compiler
-    cannot split a Pallas kernel itself): rows split as the logical axis ``batch`` and
-    heads as ``heads`` are (jaxtrans.training.sharding), where they divide evenly."""
-    mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty or mesh.size == 1:
-        return attend(q, k, v, q_ids, kv_ids)
-    rows, heads = _mesh_axes("batch", q.shape[0], mesh), _mesh_axes("heads", q.shape[1], mesh)
-    blocks, ids = P(rows, heads, None, None), P(rows, None)
-    return jax.shard_map(
-        attend, in_specs=(blocks, blocks, blocks, ids, ids), out_specs=blocks, check_vma=False
-    )(q, k, v, q_ids, kv_ids)
-
-
-def _mesh_axes(name: str, size: int, mesh):
-    """The mesh axes the logical axis ``name`` maps to under the current rules, or None
-    (not split) where there are none or they do not divide ``size``."""
-    axes = nn.logical_to_mesh_axes((name,))[0]
-    if axes is None:
-        return None
-    named = (axes,) if isinstance(axes, str) else tuple(axes)
-    named = tuple(a for a in named if a in mesh.shape)
-    if not named or size % math.prod(mesh.shape[a] for a in named):
-        return None
-    return named
-
-
-def cudnn_arguments(mask: AttentionMask) -> dict:
-    """The keyword arguments of jax.nn.dot_product_attention that apply ``mask`` in cuDNN.
-
-    Key padding becomes key_value_seq_lengths (the number of real keys: padding sits at
-    the end of a row); queries are not masked by a padding mask, so no query lengths.
-    """
-    if mask.q_segments is not None:
-        raise ValueError("cuDNN cannot express packed-segment masks")
-    arguments = {"implementation": "cudnn", "is_causal": mask.causal}
-    if mask.kv_valid is not None:
-        lengths = jnp.sum(mask.kv_valid, axis=-1, dtype=jnp.int32)
-        arguments["key_value_seq_lengths"] = lengths
-    return arguments
-
-
-def cudnn_attention(
-    q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, mask: AttentionMask
-) -> jnp.ndarray:
-    """cuDNN flash attention -> [batch, q_len, heads, head_dim].
-
-    q [batch, q_len, heads, head_dim]; k, v heads-major [batch, heads, kv_len, head_dim]
-    (the library takes [batch, kv_len, heads, head_dim]). A row without real keys gets
-    zeros, as in the xla kernel.
-    """
-    arguments = cudnn_arguments(mask)
-    k, v = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)
-    out = jax.nn.dot_product_attention(q, k, v, **arguments)
-    lengths = arguments.get("key_value_seq_lengths")
-    if lengths is None:
-        return out
-    return jnp.where((lengths > 0)[:, None, None, None], out, 0).astype(out.dtype)
 
 
 def kernel_attention(
     kernel: str, q: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, mask: AttentionMask | None
 ) -> jnp.ndarray:
-    """Run ``kernel`` ("splash" or "cudnn"); ``mask`` None: attend everywhere."""
+    """Run ``kernel`` ("splash", "cudnn" or "triton"); ``mask`` None: attend everywhere."""
     if mask is None:
         mask = AttentionMask(None)
     if kernel == "splash":
         return splash_attention(q, k, v, mask)
     if kernel == "cudnn":
-        return cudnn_attention(q, k, v, mask)
+        return gpu_attention.cudnn_attention(q, k, v, mask)
+    if kernel == "triton":
+        return gpu_attention.triton_attention(q, k, v, mask)
     raise ValueError(f"kernel {kernel!r} is not one of {KERNELS[1:]}")

@@ -15,13 +15,13 @@ from jaxtrans.config_sections import field_types, type_mismatch
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 NormPlacement = Literal["post", "pre"]
 PositionKind = Literal["sinusoidal", "learned", "rope"]
-AttentionImpl = Literal["auto", "xla", "splash", "cudnn"]
+AttentionImpl = Literal["auto", "xla", "splash", "cudnn", "triton"]
 
 _CHOICES = {
     "activation": ("relu", "gelu", "gelu_tanh", "silu"),
     "norm": ("post", "pre"),
     "position": ("sinusoidal", "learned", "rope"),
-    "attention_impl": ("auto", "xla", "splash", "cudnn"),
+    "attention_impl": ("auto", "xla", "splash", "cudnn", "triton"),
 }
 
 
@@ -59,12 +59,14 @@ class BlockConfig:
     # LayerNorm epsilon.
     layer_norm_epsilon: float = 1e-5
     # Attention kernel: "xla" (einsum + softmax, every platform), "splash" (Pallas splash
-    # attention, TPU), "cudnn" (cuDNN flash attention, GPU, bfloat16/float16; packed-segment
-    # masks run xla) or "auto" (splash on TPU, cudnn on GPU where it applies, else xla). An
-    # attention a kernel cannot take (platform, dtype, mask, decoding steps, attention
-    # dropout) runs xla; the run's first log lines say which kernel each attention uses.
-    # "splash" and "cudnn" need attention_dropout_rate = 0. The old "fused" reads as "xla".
-    # The default stays xla until splash and cudnn have run on the chips themselves.
+    # attention, TPU), "cudnn" (cuDNN flash attention, GPU, bfloat16/float16; no packed
+    # segments), "triton" (Pallas' Triton flash attention, GPU: packed self-attention) or
+    # "auto" (splash on TPU; on GPU triton for packed self-attention, cudnn for the rest;
+    # else xla). An attention a kernel cannot take (platform, dtype, mask, decoding steps,
+    # attention dropout) runs xla; the run's first log lines say which kernel each
+    # attention uses. "splash", "cudnn" and "triton" need attention_dropout_rate = 0. The
+    # old "fused" reads as "xla". The default stays xla until the kernels have run on the
+    # chips themselves.
     attention_impl: AttentionImpl = "xla"
     # Recompute each layer's activations in the backward pass to save memory.
     remat: bool = False
@@ -108,7 +110,7 @@ class BlockConfig:
             )
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"RoPE needs an even head dimension, got {self.head_dim}")
-        if self.attention_impl in ("splash", "cudnn") and self.attention_dropout_rate > 0:
+        if self.attention_impl in ("splash", "cudnn", "triton") and self.attention_dropout_rate > 0:
             raise ValueError(
                 f"attention_impl={self.attention_impl!r} cannot drop attention weights; "
                 "set attention_dropout_rate=0 or use attention_impl='auto' or 'xla'"

@@ -1,5 +1,5 @@
-"""Attention kernels: the choice per platform, dtype and mask, splash (Pallas interpreter
-on CPU) and cuDNN (its arguments, recorded) against the xla kernel."""
+"""Attention kernels: the choice per platform, dtype and mask, and splash (Pallas
+interpreter on CPU) against the xla kernel. The GPU kernels: test_gpu_attention.py."""
 
 import json
 import os
@@ -17,8 +17,6 @@ from jaxtrans.nn import BlockConfig, Encoder, MultiHeadAttention, attention_weig
 from jaxtrans.nn import attention_kernels as ak
 from jaxtrans.nn.attention import CACHE
 from jaxtrans.nn.masks import (
-    AttentionMask,
-    key_padding_attention_mask,
     padding_attention_mask,
     segment_attention_mask,
 )
@@ -34,7 +32,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ak.MASK_KINDS)
-def test_auto_chooses_splash_on_tpu_cudnn_on_gpu_and_xla_on_cpu(kind, dtype):
+def test_auto_chooses_splash_on_tpu_triton_or_cudnn_on_gpu_and_xla_on_cpu(kind, dtype):
     assert ak.attention_kernel("auto", "cpu", dtype, kind) == ("xla", None)
     assert ak.attention_kernel("auto", "rocm", dtype, kind) == ("xla", None)
     tpu, tpu_reason = ak.attention_kernel("auto", "tpu", dtype, kind)
@@ -47,14 +45,48 @@ def test_auto_chooses_splash_on_tpu_cudnn_on_gpu_and_xla_on_cpu(kind, dtype):
     gpu, gpu_reason = ak.attention_kernel("auto", "gpu", dtype, kind)
     if kind == "dense":
         assert (gpu, gpu_reason) == ("xla", "a mask without its structure")
+    elif kind == "cross_segments":
+        assert (gpu, gpu_reason) == ("xla", ak.TRITON_CROSS_REASON)
+    elif kind in SEGMENTED:  # packed self-attention, every float dtype
+        assert (gpu, gpu_reason) == ("triton", None)
     elif dtype == "float32":
         assert gpu == "xla" and gpu_reason == (
             "cuDNN flash attention takes bfloat16/float16, not float32"
         )
-    elif kind in SEGMENTED:
-        assert (gpu, gpu_reason) == ("xla", "cuDNN cannot express packed-segment masks")
     else:
         assert (gpu, gpu_reason) == ("cudnn", None)
+
+
+def test_triton_takes_packed_self_attention_and_says_why_not_the_rest():
+    for kind in ("segments", "causal+segments", "none", "causal"):
+        for dtype in DTYPES:
+            assert ak.attention_kernel("triton", "gpu", dtype, kind) == ("triton", None)
+    for kind in ("padding", "padding+causal"):
+        assert ak.attention_kernel("triton", "gpu", "bfloat16", kind) == (
+            "xla",
+            "Triton attention cannot let padding queries see keys (padding: cudnn)",
+        )
+    assert ak.attention_kernel("triton", "gpu", "bfloat16", "cross_segments") == (
+        "xla",
+        "packed cross-attention: Triton's mha takes one segment-id array for queries and "
+        "keys, cuDNN none",
+    )
+    assert ak.attention_kernel("triton", "gpu", "bfloat16", "segments", head_dim=128) == (
+        "triton",
+        None,
+    )
+    assert ak.attention_kernel("triton", "gpu", "bfloat16", "segments", head_dim=256) == (
+        "xla",
+        "Triton attention needs head_dim <= 128, not 256",
+    )
+    assert ak.attention_kernel("triton", "gpu", "float64", "segments") == (
+        "xla",
+        "Triton attention takes float32/bfloat16/float16, not float64",
+    )
+    assert ak.attention_kernel("triton", "tpu", "bfloat16", "segments") == (
+        "xla",
+        "triton needs a GPU, this is tpu",
+    )
 
 
 @pytest.mark.parametrize("platform", ("cpu", "gpu", "tpu"))
@@ -94,8 +126,10 @@ def test_the_old_fused_reads_as_xla_and_a_bad_value_names_the_new_ones():
         BlockConfig(attention_impl="flash")
     message = str(error.value)
     assert "\n" not in message
-    assert message == "attention_impl='flash' is not one of ('auto', 'xla', 'splash', 'cudnn')"
-    for impl in ("splash", "cudnn"):
+    assert message == (
+        "attention_impl='flash' is not one of ('auto', 'xla', 'splash', 'cudnn', 'triton')"
+    )
+    for impl in ("splash", "cudnn", "triton"):
         with pytest.raises(ValueError, match=f"attention_impl='{impl}' cannot drop attention"):
             BlockConfig(attention_impl=impl, attention_dropout_rate=0.1)
         assert BlockConfig(attention_impl=impl, attention_dropout_rate=0.0).attention_impl == impl
@@ -105,19 +139,21 @@ def test_the_start_up_line_names_the_kernel_of_each_attention():
     config = TransformerConfig(
         d_model=64, num_heads=2, attention_dropout_rate=0.0, dtype="bfloat16", attention_impl="auto"
     )
-    line = ak.describe_attention_kernels(config, "gpu")
-    assert line == (
-        "attention kernels (attention_impl=auto, gpu, bfloat16): encoder self cudnn, "
-        "decoder self cudnn, cross cudnn, decoding steps xla"
-    )
-    packed = ak.describe_attention_kernels(config, "gpu", packed=True)
-    reason = "(cuDNN cannot express packed-segment masks)"
-    assert f"encoder self xla {reason}, decoder self xla {reason}, cross xla {reason}" in packed
-    assert "\n" not in packed
+    # Translation batches carry segment ids packed or not (one per sentence pair).
+    for packed in (False, True):
+        line = ak.describe_attention_kernels(config, "gpu", packed=packed)
+        assert line == (
+            "attention kernels (attention_impl=auto, gpu, bfloat16): encoder self triton, "
+            f"decoder self triton, cross xla ({ak.TRITON_CROSS_REASON}), decoding steps xla"
+        )
     tpu = ak.describe_attention_kernels(config, "tpu", packed=True)
     assert "encoder self splash, decoder self splash, cross splash" in tpu
     bert = ak.describe_attention_kernels(BlockConfig(attention_impl="auto"), "cpu")
     assert bert == "attention kernels (attention_impl=auto, cpu, float32): encoder self xla"
+    bert_gpu = ak.describe_attention_kernels(
+        BlockConfig(attention_impl="auto", attention_dropout_rate=0.0, dtype="bfloat16"), "gpu"
+    )
+    assert bert_gpu == "attention kernels (attention_impl=auto, gpu, bfloat16): encoder self cudnn"
     default = ak.describe_attention_kernels(BlockConfig(), "tpu")
     assert default == "attention kernels (attention_impl=xla, tpu, float32): encoder self xla"
     dropping = ak.describe_attention_kernels(
@@ -208,57 +244,6 @@ def forward_and_grads_leaves(kind, dtype):
     return run(jax.jit(lambda *a: ak.splash_attention(*a))), run(xla_attention)
 
 
-@pytest.fixture
-def recorded(monkeypatch):
-    """jax.nn.dot_product_attention recording its keyword arguments and answering with
-    XLA's implementation of the same arguments (cuDNN needs a GPU)."""
-    calls = []
-    original = jax.nn.dot_product_attention
-
-    def record(q, k, v, **kwargs):
-        calls.append(kwargs)
-        return original(q, k, v, **{**kwargs, "implementation": "xla"})
-
-    monkeypatch.setattr(jax.nn, "dot_product_attention", record)
-    return calls
-
-
-@pytest.mark.parametrize(
-    "mask",
-    [
-        padding_attention_mask(IDS),
-        padding_attention_mask(IDS, causal=True),
-        key_padding_attention_mask(IDS != 0),
-        AttentionMask(None, causal=True),
-    ],
-    ids=["padding", "padding+causal", "bert_attention_mask", "causal"],
-)
-def test_cudnn_gets_key_lengths_and_causality_and_equals_xla(recorded, mask):
-    q, k, v, _ = random_qkv(jnp.bfloat16)
-    if mask.mask is None:
-        mask = AttentionMask(jnp.tril(jnp.ones((12, 12), bool))[None, None], causal=True)
-    out = ak.cudnn_attention(q, k, v, mask)
-    (kwargs,) = recorded
-    assert kwargs["implementation"] == "cudnn"
-    assert kwargs["is_causal"] == mask.causal
-    assert "query_seq_lengths" not in kwargs  # a padding mask does not mask queries
-    if mask.kv_valid is None:
-        assert "key_value_seq_lengths" not in kwargs
-    else:
-        lengths = kwargs["key_value_seq_lengths"]
-        assert lengths.dtype == jnp.int32
-        np.testing.assert_array_equal(lengths, [7, 12])
-    difference = np.abs(
-        np.asarray(out, np.float32) - np.asarray(xla_attention(q, k, v, mask), np.float32)
-    )
-    assert difference.max() < 2e-2
-
-
-def test_cudnn_refuses_segment_masks_it_cannot_express():
-    with pytest.raises(ValueError, match="packed-segment"):
-        ak.cudnn_arguments(segment_attention_mask(TARGET_SEGMENTS))
-
-
 # --- the module and the stacks ----------------------------------------------------------
 
 
@@ -266,25 +251,6 @@ def module_outputs(config, x, mask, **keywords):
     module = MultiHeadAttention(config, **keywords)
     variables = module.init(jax.random.key(0), x, x, mask)
     return module.apply(variables, x, x, mask, mutable=[CACHE])[0]
-
-
-def test_the_module_runs_cudnn_on_a_gpu_and_xla_where_cudnn_cannot(recorded, monkeypatch):
-    config = BlockConfig(
-        d_model=16, num_heads=2, attention_dropout_rate=0.0, dtype="bfloat16", attention_impl="auto"
-    )
-    x = jax.random.normal(jax.random.key(1), (2, 12, 16))
-    padded = padding_attention_mask(IDS, causal=True)
-    xla = module_outputs(config.replace(attention_impl="xla"), x, padded)
-    assert recorded == []
-    monkeypatch.setattr(ak, "current_platform", lambda: "gpu")
-    cudnn = module_outputs(config, x, padded)
-    assert [call["is_causal"] for call in recorded] == [True, True]  # init and apply
-    assert np.abs(np.asarray(cudnn, np.float32) - np.asarray(xla, np.float32)).max() < 2e-2
-    recorded.clear()
-    module_outputs(config, x, segment_attention_mask(TARGET_SEGMENTS, causal=True))
-    module_outputs(config, x, padded.mask)  # a bare mask
-    module_outputs(config, x, padded, cache="causal")  # decoding
-    assert recorded == []
 
 
 def test_a_scanned_rematerialised_encoder_takes_the_mask_with_its_structure():
@@ -314,9 +280,10 @@ def test_the_module_runs_splash_on_a_tpu_equal_to_xla(monkeypatch):
 
 
 @pytest.mark.slow
-def test_splash_split_over_a_mesh_equals_xla():
-    """Under a mesh (rows over data, heads over tensor) splash runs in a shard_map, as a
-    Pallas kernel must (the compiler cannot split it): still equal to xla, gradients too."""
+def test_splash_and_triton_split_over_a_mesh_equal_xla():
+    """Under a mesh (rows over data, heads over tensor) splash and Triton run in a
+    shard_map, as a Pallas kernel must (the compiler cannot split it): still equal to
+    xla, gradients too."""
     result = subprocess.run(
         [sys.executable, os.path.join(HELPERS, "splash_over_mesh.py")],
         capture_output=True,
@@ -325,6 +292,14 @@ def test_splash_split_over_a_mesh_equals_xla():
         env={**os.environ, "XLA_FLAGS": xla_flags(4)},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    for kind, found in json.loads(result.stdout).items():
+    runs = json.loads(result.stdout)
+    assert sorted(runs) == [
+        "splash causal+segments",
+        "splash cross_segments",
+        "splash padding",
+        "triton causal+segments",
+        "triton segments",
+    ]
+    for kind, found in runs.items():
         assert found["shard_map"], kind
         assert max(found["differences"]) < 1e-5, (kind, found["differences"])
