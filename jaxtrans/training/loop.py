@@ -25,12 +25,7 @@ from jaxtrans.training import distributed, sharding
 from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_step
-from jaxtrans.training.guards import (
-    StopSignal,
-    WorkdirLock,
-    finishing_checkpoint_writes,
-    wait_for_step_before_last,
-)
+from jaxtrans.training.guards import StopSignal, WorkdirLock, finishing_checkpoint_writes
 from jaxtrans.training.metrics import log_window, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.run_settings import check_run_settings, run_length
@@ -191,8 +186,11 @@ def take_step(run: Run, rs: RunState) -> None:
     rs.step += 1
     rs.pending.append((rs.step, metrics))
     rs.window_steps += 1
-    wait_for_step_before_last(rs.pending)  # so that a stop signal is answered promptly
-    run.guard.track(rs.step, local_batch, rs.pending)
+    # At most guards.STEPS_IN_FLIGHT steps in flight (never waiting for the newest): the
+    # device keeps steps queued, a stop signal is answered promptly, a failure found.
+    run.guard.after_dispatch(
+        rs.step, local_batch, rs.pending, lambda batch: diagnose(run, rs, batch)
+    )
 
 
 def diagnose(run: Run, rs: RunState, local_batch: dict) -> dict:
