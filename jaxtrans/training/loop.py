@@ -42,7 +42,7 @@ from jaxtrans.training.run_setup import (
 # step_layout.py): the reliability tests patch them to slow the steps down without
 # changing a number.
 from jaxtrans.training.step import make_nonfinite_diagnosis
-from jaxtrans.training.step_layout import StepLayout, jit_train_step
+from jaxtrans.training.step_layout import StepLayout, jit_train_step, place_eval_batch
 from jaxtrans.training.task import TrainingTask
 
 # Importable from here: the programs, benchmarks and tests use them. check_run_settings
@@ -270,7 +270,8 @@ def evaluate_dev(run: Run, rs: RunState) -> str | None:
     evals_since_best); returns PATIENCE (and the record says ``"stop": "patience"``) where
     train.patience evaluations in a row have not improved on it before the last step, else
     None."""
-    record = evaluate(run.task, run.eval_step, run.replicated, rs.state.params, rs.step)
+    layout = StepLayout.of(run.mesh, run.rules, run.state_shardings)
+    record = evaluate(run.task, run.eval_step, layout, rs.state.params, rs.step)
     stop = None
     if rs.best is not None:
         rs.best = after_evaluation(rs.best, rs.step, record)
@@ -331,20 +332,23 @@ def report_stop(run: Run, rs: RunState, reason: str) -> None:
         say(f"{reason}: saved checkpoint {rs.step}; rerun the command to resume", run.is_main)
 
 
-def evaluate(task: TrainingTask, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
-    """Dev loss over the task's dev batches, plus the task's own metrics (e.g. BLEU)."""
+def evaluate(
+    task: TrainingTask, eval_step, layout: StepLayout, params, step: int
+) -> dict[str, Any] | None:
+    """Dev loss over the task's dev batches, each split over the devices as a training
+    batch is (``layout``; step_layout.place_eval_batch), plus the task's own metrics
+    (e.g. BLEU, decoded over the same devices)."""
     batches = task.eval_batches()
     if batches is None:
         return None
     totals: dict[str, Any] | None = None
     for batch in batches:
-        batch = global_batch(batch, replicated)
-        sums = jax.device_get(eval_step(params, batch))
+        sums = jax.device_get(eval_step(params, place_eval_batch(batch, layout)))
         totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
     if totals is None:
         return None
     summary = jax.device_get(task.summarize(totals))
     record: dict[str, Any] = {"split": "dev"}
     record.update({k: float(v) for k, v in summary.items() if k != "tokens"})
-    record.update(task.extra_eval(params, step))
+    record.update(task.extra_eval(params, step, layout.batch))
     return record

@@ -10,6 +10,7 @@ malformed line stops the run before it trains; only a run with no dev split at a
 without ``data.dev``) trains without one.
 """
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from jaxtrans.tasks.translation.decoding_settings import (
 )
 from jaxtrans.tasks.translation.translation_compile import vocabulary_without_data
 from jaxtrans.tasks.translation.translation_predict import answer_lines
+from jaxtrans.training import sharding
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 
 
@@ -55,6 +57,16 @@ def model_config_of(run_config: ml_collections.ConfigDict, where: str = "config.
         return TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:
         raise UserError(f"{where}: {error}") from error
+
+
+def decoding_layout(rows, rules_text: str):
+    """Where the loop's dev decoding is traced: under the run's mesh (``rows``'s, the
+    split of a batch's rows) and its logical-axis rules (config.mesh.rules), as its train
+    and eval steps are, so that an attention kernel that runs per device (splash, in a
+    shard_map) finds the mesh; nothing for decoding on one device (``rows`` None)."""
+    if rows is None:
+        return contextlib.nullcontext()
+    return sharding.axis_rules(rows.mesh, sharding.logical_rules(rules_text))
 
 
 # The dev split of a task that has not read it yet.
@@ -282,22 +294,27 @@ class TranslationTask(Task):
             )
         )
 
-    def extra_eval(self, params, step: int) -> dict[str, Any]:
+    def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
         """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings);
-        the first evaluation also says how many malformed dev lines were skipped (if any)."""
+        the first evaluation also says how many malformed dev lines were skipped (if any).
+        With ``rows`` (the loop's split of a batch's rows over the devices) the sentences
+        are decoded over every device, the parameters as the run lays them out (never
+        gathered to one host), eval.batch_size sentences a split; else on one device."""
         pairs = self.dev_pairs()
         if not pairs:
             return {}
         metrics: dict[str, Any] = {}
         if self.config.eval.bleu_during_training:
-            _, scores, _ = translate_and_score(
-                self.model_config,
-                jax.device_get(params),
-                self.tokenizer,
-                pairs,
-                **decoding_settings(self.config),
-                target_lang=target_language(self.config.data),
-            )
+            with decoding_layout(rows, self.config.get("mesh", {}).get("rules", "")):
+                _, scores, _ = translate_and_score(
+                    self.model_config,
+                    jax.device_get(params) if rows is None else params,
+                    self.tokenizer,
+                    pairs,
+                    **decoding_settings(self.config),
+                    target_lang=target_language(self.config.data),
+                    rows=rows,
+                )
             metrics.update(bleu=scores.bleu, chrf=scores.chrf)
         skipped = self.dev_split().lines_skipped
         if skipped and not self._told_skipped:
