@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation.translation_task import TranslationTask, decoding_layout
+from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import distributed, loop, sharding
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
@@ -67,7 +67,7 @@ class DevTask(TranslationTask):
         return dev_batches()
 
     def extra_eval(self, params, step, rows=None):
-        with decoding_layout(rows, ""):
+        with sharding.rows_axis_rules(rows):
             return {
                 f"beam{beam}": translate_ids(
                     self.model_config,

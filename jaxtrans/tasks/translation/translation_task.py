@@ -10,7 +10,6 @@ malformed line stops the run before it trains; only a run with no dev split at a
 without ``data.dev``) trains without one.
 """
 
-import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -57,16 +56,6 @@ def model_config_of(run_config: ml_collections.ConfigDict, where: str = "config.
         return TransformerConfig.from_dict(run_config.model.to_dict())
     except (ValueError, TypeError) as error:
         raise UserError(f"{where}: {error}") from error
-
-
-def decoding_layout(rows, rules_text: str):
-    """Where the loop's dev decoding is traced: under the run's mesh (``rows``'s, the
-    split of a batch's rows) and its logical-axis rules (config.mesh.rules), as its train
-    and eval steps are, so that an attention kernel that runs per device (splash, in a
-    shard_map) finds the mesh; nothing for decoding on one device (``rows`` None)."""
-    if rows is None:
-        return contextlib.nullcontext()
-    return sharding.axis_rules(rows.mesh, sharding.logical_rules(rules_text))
 
 
 # The dev split of a task that has not read it yet.
@@ -295,17 +284,16 @@ class TranslationTask(Task):
         )
 
     def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
-        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings);
-        the first evaluation also says how many malformed dev lines were skipped (if any).
-        With ``rows`` (the loop's split of a batch's rows over the devices) the sentences
-        are decoded over every device, the parameters as the run lays them out (never
-        gathered to one host), eval.batch_size sentences a split; else on one device."""
+        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings),
+        over the devices of ``rows`` (the loop's split of a batch's rows; None: one device),
+        the parameters as laid out; the first evaluation also says how many malformed dev
+        lines were skipped (if any)."""
         pairs = self.dev_pairs()
         if not pairs:
             return {}
         metrics: dict[str, Any] = {}
         if self.config.eval.bleu_during_training:
-            with decoding_layout(rows, self.config.get("mesh", {}).get("rules", "")):
+            with sharding.rows_axis_rules(rows, self.config.get("mesh", {}).get("rules", "")):
                 _, scores, _ = translate_and_score(
                     self.model_config,
                     jax.device_get(params) if rows is None else params,
