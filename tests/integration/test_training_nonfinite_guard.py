@@ -132,3 +132,21 @@ def test_with_a_long_log_interval_the_run_stops_steps_in_flight_minus_1_after_a_
 
     assert len(taken) == 2 + STEPS_IN_FLIGHT - 1 + 1, str(stopped.value)
     assert not [s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()]
+
+
+def test_a_checkpoint_due_before_a_failure_is_found_is_not_saved(tmp_path, monkeypatch):
+    """Step 3 fails; at step 4 the loop has read only step 2's flag (finite), and a
+    checkpoint is due: the log before it reads every step in flight and stops the run, so
+    checkpoint 2 is the last one and nothing of the frozen state is saved."""
+    spike = lambda config, d_model, num_steps: (  # noqa: E731
+        lambda count: jnp.where(count == 2, jnp.inf, 1e-3)
+    )
+    monkeypatch.setattr(optimizer_module, "make_schedule", spike)
+    config = tiny_translation_config(
+        100, **{"train.log_every": 100, "train.checkpoint_every": 2,
+                "train.compilation_cache_dir": ""}
+    )  # fmt: skip
+    with pytest.raises(TrainingStopped, match=r"step 3: the updated params\["):
+        train_and_evaluate(config, str(tmp_path))
+
+    assert sorted(s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()) == ["2"]
