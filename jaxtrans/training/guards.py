@@ -67,8 +67,9 @@ class NonFiniteError(TrainingStopped):
 # the device has the steps after it queued while the host makes the next batch (host
 # jitter of up to STEPS_IN_FLIGHT - 1 step times leaves no idle chip), a stop signal
 # waits for at most this many steps whatever train.log_every, and a non-finite step is
-# found at most STEPS_IN_FLIGHT - 1 steps after it. 2 waited for the step before the
-# newest on every step: one step queued, host jitter became idle chip.
+# found at most STEPS_IN_FLIGHT - 1 steps after it. With 2 the loop would wait for the
+# step before the newest on every step: one step queued, host jitter idle chip
+# (benchmarks/nonfinite_guard.py measures the waits of each setting).
 STEPS_IN_FLIGHT = 3
 
 
