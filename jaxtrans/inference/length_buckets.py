@@ -58,10 +58,11 @@ def bucket_ladder(longest: int, multiple: int, limit: int | None = None) -> list
     return sorted({bucket_length(n, multiple, limit) for n in range(1, longest + 1)})
 
 
-def batch_rows(count: int, batch_size: int) -> int:
+def batch_rows(count: int, batch_size: int, row_multiple: int = 1) -> int:
     """Static row count for ``count`` sentences: the batch size, or the next power of two
-    below it."""
-    return min(batch_size, 1 << max(0, math.ceil(math.log2(count))))
+    below it; rounded up to a multiple of ``row_multiple`` (rows split over devices)."""
+    rows = min(batch_size, 1 << max(0, math.ceil(math.log2(count))))
+    return -(-rows // row_multiple) * row_multiple
 
 
 def position_limit(config: ModelConfig) -> int | None:
@@ -102,13 +103,15 @@ def length_batches(
     max_extra_length: int,
     length_multiple: int | None = None,
     pad_id: int = PAD_ID,
+    row_multiple: int = 1,
 ) -> Iterator[LengthBatch]:
     """The sentences in batches, longest first, padded to the ladder's shapes. A sentence
     may produce len(source) + max_extra_length + len(prefix) tokens; learned positions
     exist only up to config.max_len, so there longer sources are cut and outputs capped
     (a prefix's tokens past the cap are never emitted). A batch whose sentences have no
     prefix tokens gets prefix None. length_multiple None: the platform's
-    (cpu_decoding.length_multiple: 8 on CPU, 16 elsewhere)."""
+    (cpu_decoding.length_multiple: 8 on CPU, 16 elsewhere). row_multiple: every batch's
+    rows a multiple of it (batch_rows), for batches split over that many devices."""
     if length_multiple is None:
         length_multiple = cpu_decoding.length_multiple()
     limit = position_limit(config)
@@ -117,7 +120,7 @@ def length_batches(
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))  # longest first
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        rows = batch_rows(len(chunk), batch_size)
+        rows = batch_rows(len(chunk), batch_size, row_multiple)
         longest = max(SHORTEST_SOURCE * length_multiple, *(len(sources[i]) for i in chunk))
         src_len = bucket_length(longest, length_multiple, limit)
         longest_prefix = max(len(prefixes[i]) for i in chunk)
@@ -139,21 +142,23 @@ IN_FLIGHT = 2
 
 
 def decoded_batches(
-    batches: Iterable[LengthBatch], decode: Callable[[LengthBatch], Any], in_flight: int = IN_FLIGHT
+    batches: Iterable[LengthBatch],
+    decode: Callable[[LengthBatch], Any],
+    in_flight: int = IN_FLIGHT,
+    read: Callable[[jax.Array], np.ndarray] = np.asarray,
 ) -> Iterator[tuple[LengthBatch, Any]]:
-    """(batch, decode(batch) read back as NumPy arrays) for each batch, in order, with up to
-    ``in_flight`` batches dispatched ahead of the one being read back. A jitted call returns
-    before its computation ends, so the next batches' host work (padding, tracing, and in a
-    fresh process compiling or reading the compilation cache) overlaps this one's decoding
-    instead of waiting for it."""
+    """(batch, decode(batch) read back as NumPy arrays by ``read``) for each batch, in
+    order, with up to ``in_flight`` batches dispatched ahead of the one being read back. A
+    jitted call returns before its computation ends, so the next batches' host work
+    (padding, tracing, and in a fresh process compiling or reading the compilation cache)
+    overlaps this one's decoding instead of waiting for it. ``read``: np.asarray, or for
+    outputs split over several processes one that gathers them (the whole on each)."""
     pending: collections.deque[tuple[LengthBatch, Any]] = collections.deque()
     for batch in batches:
         pending.append((batch, decode(batch)))
         if len(pending) > in_flight:
-            yield _read_back(*pending.popleft())
+            batch, outputs = pending.popleft()
+            yield batch, jax.tree.map(read, outputs)
     while pending:
-        yield _read_back(*pending.popleft())
-
-
-def _read_back(batch: LengthBatch, outputs: Any) -> tuple[LengthBatch, Any]:
-    return batch, jax.tree.map(np.asarray, outputs)
+        batch, outputs = pending.popleft()
+        yield batch, jax.tree.map(read, outputs)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from jax.sharding import Sharding
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
@@ -113,7 +114,9 @@ def _translate_pairs(
     if not nbest:
         hypotheses = translate(config, params, tokenizer, sources, **decoding)
         return hypotheses, None, time.perf_counter() - start
-    search = {k: v for k, v in decoding.items() if k not in _SAMPLING}
+    if decoding.get("rows") is not None:
+        raise UserError("n-best lists are decoded on one device; give no rows sharding")
+    search = {k: v for k, v in decoding.items() if k not in (*_SAMPLING, "rows")}
     lists = translate_nbest(config, params, tokenizer, sources, nbest, **search)
     hypotheses = [listed[0].text if listed else "" for listed in lists]
     return hypotheses, lists, time.perf_counter() - start
@@ -141,10 +144,12 @@ def translate_and_score(
     top_p: float = 1.0,
     seed: int = 0,
     nbest: int = 0,
+    rows: Sharding | None = None,
 ) -> tuple[list[str], CorpusScores, float]:
     """Translate the sources of (source, reference) pairs and score them. The decoding
     settings are translate()'s (``sampling`` draws the tokens: temperature, top_k, top_p,
-    seed); nbest N decodes n-best lists and scores the first of each.
+    seed; ``rows``: over several devices, parameters as they are laid out, the same
+    hypotheses on every process); nbest N decodes n-best lists and scores the first of each.
 
     Returns (hypotheses, scores, seconds of translation, compilation included).
     """
@@ -164,6 +169,7 @@ def translate_and_score(
         top_k=top_k,
         top_p=top_p,
         seed=seed,
+        rows=rows,
     )
     scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
     return hypotheses, scores, seconds

@@ -13,6 +13,12 @@ tokens and goes on from there (jaxtrans.inference.search).
 
 ``config`` and ``params`` are one model's, or an ensemble's: a tuple of configs and a
 tuple of parameter trees, one a member (jaxtrans.inference.ensemble).
+
+Over several devices (``rows``: a sharding of a batch's rows, e.g. a training mesh's
+data and fsdp axes) the parameters stay as they are laid out (over several processes too:
+never gathered to one), each batch's rows are split over the devices (``rows``'s parts
+times batch_size rows, batch_size a part) and the tokens are gathered whole onto every
+process, so every host gets the same translations as one device gives.
 """
 
 from collections.abc import Sequence
@@ -21,6 +27,8 @@ from typing import Any, Protocol
 import flax.linen as nn
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Sharding
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.beam_search import PENALTY_FORMS, PenaltyForm
@@ -117,18 +125,46 @@ def target_prefixes(
     return [encoded[text] for text in texts]
 
 
-def decoding_params(config: ModelConfig, params) -> tuple[ModelConfig, Any]:
-    """(config, params) as decoding wants them: unboxed, layer by layer, on the device;
-    an ensemble's (tuples, jaxtrans.inference.ensemble) member by member."""
+def decoding_params(config: ModelConfig, params, placed: bool = False) -> tuple[ModelConfig, Any]:
+    """(config, params) as decoding wants them: unboxed, layer by layer, on the device (or
+    with ``placed`` where they are: laid out over a mesh); an ensemble's (tuples,
+    jaxtrans.inference.ensemble) member by member."""
     if is_ensemble(config):
-        pairs = [decoding_params(c, p) for c, p in members(config, params)]
+        pairs = [decoding_params(c, p, placed) for c, p in members(config, params)]
         return tuple(c for c, _ in pairs), tuple(p for _, p in pairs)
     params = nn.unbox(params)
     if config.scan_layers:
         # Decoded layer by layer: the scanned decoder would move every layer's key/value
         # cache between its layouts at each token (twice the time; docs/benchmarks.md).
         params, config = unstack_layers(params), config.replace(scan_layers=False)
+    if placed:
+        return config, params
     return config, jax.device_put(params)  # once, not at every batch (host arrays)
+
+
+def row_parts(rows: Sharding) -> int:
+    """The parts ``rows`` splits a batch's rows into (its devices, or fewer where parts
+    are repeated, e.g. over a mesh's tensor axis)."""
+    devices = len(rows.device_set)  # a row count that every split divides
+    return devices // rows.shard_shape((devices,))[0]
+
+
+def place_rows(x, rows: Sharding) -> jax.Array:
+    """A host array (the same on every process) or PRNG key array [rows, ...] -> an array
+    whose rows are split by ``rows`` (over several processes too)."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = place_rows(np.asarray(jax.random.key_data(x)), rows)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, rows, lambda index: x[index])
+
+
+def gather_rows(x: jax.Array) -> np.ndarray:
+    """An array split over devices (of several processes, maybe) -> the whole, as NumPy,
+    on every process."""
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def translate_ids(
@@ -151,6 +187,7 @@ def translate_ids(
     top_p: float = 1.0,
     seed: int = 0,
     prefixes: Sequence[Sequence[int]] | None = None,
+    rows: Sharding | None = None,
 ) -> list[list[int]]:
     """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
 
@@ -166,22 +203,29 @@ def translate_ids(
     prefixes: forced target ids, one list a sentence (none of them PAD, BOS or EOS; [] for
     none): each hypothesis starts with its prefix, in greedy search, beam search (every
     beam carries it) and sampling alike.
+
+    rows: decode over the devices of this sharding of a batch's rows (the module's
+    docstring), batch_size rows a part; None: one device. Every process must call with
+    the same sources and settings.
     """
     check_search(batch_size, beam_size, alpha, max_extra_length, length_multiple, penalty_form)
     if sampling:
         check_sampling(temperature, top_k, top_p)
     check_prefixes(prefixes, len(sources), (pad_id, bos_id, eos_id))
-    config, params = decoding_params(config, params)
+    config, params = decoding_params(config, params, placed=rows is not None)
+    parts = 1 if rows is None else row_parts(rows)
     hypotheses: list[list[int]] = [[] for _ in sources]
     batches = length_batches(
         config,
         sources,
         prefixes,
-        batch_size=batch_size,
+        batch_size=batch_size * parts,
         max_extra_length=max_extra_length,
         length_multiple=length_multiple,
         pad_id=pad_id,
+        row_multiple=parts,
     )
+    place = (lambda x: x) if rows is None else (lambda x: place_rows(x, rows))  # noqa: E731
 
     def decode(batch: LengthBatch) -> jax.Array:
         sample = {}
@@ -196,10 +240,13 @@ def translate_ids(
                 top_k=int(top_k),
                 top_p=float(top_p),
             )
+        if sample:
+            sample["keys"] = place(sample["keys"])
+        prefix = None if batch.prefix is None else place(batch.prefix)
         return generate(
             params,
-            batch.source,
-            batch.max_lengths,
+            place(batch.source),
+            place(batch.max_lengths),
             alpha,
             config=config,
             max_len=batch.max_len,
@@ -208,11 +255,12 @@ def translate_ids(
             eos_id=eos_id,
             pad_id=pad_id,
             penalty_form=penalty_form,
-            prefix=batch.prefix,
+            prefix=prefix,
             **sample,
         )
 
-    for batch, tokens in decoded_batches(batches, decode):
+    read = np.asarray if rows is None else gather_rows
+    for batch, tokens in decoded_batches(batches, decode, read=read):
         for row, i in enumerate(batch.indices):
             hypotheses[i] = hypothesis_ids(tokens[row], eos_id, pad_id)
     return hypotheses
@@ -236,6 +284,7 @@ def translate(
     top_p: float = 1.0,
     seed: int = 0,
     prefix: str | Sequence[str] | None = None,
+    rows: Sharding | None = None,
 ) -> list[str]:
     """Source sentences -> translations, in the input order.
 
@@ -244,7 +293,7 @@ def translate(
     formula ("gnmt" or "hf", see translate_ids). sampling draws the tokens instead
     (temperature, top_k, top_p, seed: see translate_ids). prefix: the text every
     translation starts with (one for all, or a list of one a sentence; "" for none),
-    tokenised by ``encode_target``.
+    tokenised by ``encode_target``. rows: decode over several devices (translate_ids).
     """
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     hypotheses = translate_ids(
@@ -263,5 +312,6 @@ def translate(
         top_p=top_p,
         seed=seed,
         prefixes=target_prefixes(tokenizer, prefix, len(sentences)),
+        rows=rows,
     )
     return [tokenizer.decode_target(ids) for ids in hypotheses]

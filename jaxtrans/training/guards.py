@@ -2,9 +2,10 @@
 
 WorkdirLock                 an exclusive lock on DIR/.lock for the whole run
 StopSignal                  SIGTERM / SIGINT set a flag the loop reads once per step
-wait_for_step_before_last   at most two steps in flight, so that a stop is prompt
+STEPS_IN_FLIGHT             the steps dispatched and not yet run, at most: a queue, a prompt stop
 finishing_checkpoint_writes let a checkpoint being written finish when training fails
-NonFiniteGuard              count skipped non-finite steps, or stop naming step and tensor
+NonFiniteGuard              keep STEPS_IN_FLIGHT steps in flight; count skipped non-finite
+                            steps, or stop within STEPS_IN_FLIGHT - 1 steps naming step and tensor
 guarded_step                the train step as the guard's mode runs it (frozen after a failure)
 """
 
@@ -13,6 +14,7 @@ import fcntl
 import math
 import os
 import signal
+import time
 from collections.abc import Callable
 
 import jax
@@ -60,47 +62,86 @@ class NonFiniteError(TrainingStopped):
     """The loss or a gradient became NaN or Inf (the update was skipped, nothing saved)."""
 
 
-class NonFiniteGuard:
-    """What a step that was not finite (loss, gradient or update NaN/Inf) does: ``stop``
-    names the step and the tensor and stops; ``skip`` counts it. The step has already left
-    the state as it was (step.py); this guard keeps it so in ``stop`` mode and explains.
+# The most training steps dispatched and not yet run. JAX dispatches a step and returns
+# at once; after dispatching step N the loop waits for step N - STEPS_IN_FLIGHT + 1, so
+# the device has the steps after it queued while the host makes the next batch (host
+# jitter of up to STEPS_IN_FLIGHT - 1 step times leaves no idle chip), a stop signal
+# waits for at most this many steps whatever train.log_every, and a non-finite step is
+# found at most STEPS_IN_FLIGHT - 1 steps after it. With 2 the loop would wait for the
+# step before the newest on every step: one step queued, host jitter idle chip
+# (benchmarks/nonfinite_guard.py measures the waits of each setting).
+STEPS_IN_FLIGHT = 3
 
-    The loop runs ``guarded(train_step)``, passing ``frozen`` each step, calls ``track``
-    after each step and ``check`` when it reads the metrics of the steps since the last
-    check. ``diagnose(local_batch)`` computes a step again from the current state
-    (step.make_nonfinite_diagnosis), which in ``stop`` mode is the state the failed step
-    started from.
+
+class NonFiniteGuard:
+    """Keeps at most ``in_flight`` steps in flight, and says what a step that was not
+    finite (loss, gradient or update NaN/Inf) does: ``stop`` names the step and the tensor
+    and stops; ``skip`` counts it. The step has already left the state as it was
+    (step.py); in ``stop`` mode the guard keeps it so (guarded_step) and explains.
+
+    The loop runs ``guarded(train_step)``, passing ``frozen`` each step, calls
+    ``after_dispatch`` after each step (it waits for the step ``in_flight - 1`` before the
+    newest and in ``stop`` mode reads that step's flag: a failure stops the run at most
+    ``in_flight - 1`` steps after it) and ``check`` when it reads the metrics of the steps
+    since the last check. ``diagnose(local_batch)`` computes a step again from the current
+    state (step.make_nonfinite_diagnosis), which in ``stop`` mode is the state the failed
+    step started from: the steps after it changed nothing.
     """
 
-    def __init__(self, mode: str, leaf_names: list[str], replicated):
+    def __init__(self, mode: str, leaf_names: list[str], replicated, in_flight=STEPS_IN_FLIGHT):
+        if in_flight < 1:
+            raise ValueError(f"in_flight={in_flight}: at least the newest step is in flight")
         self.mode = mode
         self.leaf_names = leaf_names
+        self.in_flight = in_flight
         # The previous step's "not finite so far" flag, on the devices (stop mode).
         self.frozen = jax.device_put(jnp.zeros((), bool), replicated)
         # Local batches of the steps not yet known to be finite (stop mode), by step.
         self.batches: dict[int, dict] = {}
+        # Seconds the host has waited in after_dispatch (benchmarks/nonfinite_guard.py).
+        self.waited = 0.0
 
     def guarded(self, train_step: Callable) -> Callable:
         """guarded_step(train_step, this guard's mode)."""
         return guarded_step(train_step, self.mode)
 
-    def track(self, step: int, local_batch: dict, pending: list[tuple[int, dict]]) -> None:
-        """Keep the batch of ``step`` (stop mode) until a later step is known finite: the
-        step before the newest, which wait_for_step_before_last has waited for."""
+    def after_dispatch(
+        self,
+        step: int,
+        local_batch: dict,
+        pending: list[tuple[int, dict]],
+        diagnose: Callable[[dict], dict],
+    ) -> None:
+        """After ``step`` (the newest of ``pending``, the (step, metrics) dispatched since
+        the last check, oldest first) is dispatched: wait until at most ``in_flight - 1``
+        steps are unfinished, never for the newest unless ``in_flight`` is 1. In ``stop``
+        mode keep ``local_batch`` until its step is known finite, read the flag of the step
+        waited for, and raise NonFiniteError if it failed (``check``)."""
+        if self.mode == "stop":
+            self.frozen = pending[-1][1]["nonfinite"]
+            self.batches[step] = local_batch
+        if len(pending) < self.in_flight:
+            return  # the last check (a log) waited for every earlier step
+        waited_step, metrics = pending[-self.in_flight]
+        start = time.perf_counter()
+        jax.block_until_ready(metrics)
+        self.waited += time.perf_counter() - start
         if self.mode != "stop":
             return
-        self.frozen = pending[-1][1]["nonfinite"]
-        self.batches[step] = local_batch
-        if len(pending) >= 2 and not bool(pending[-2][1]["nonfinite"]):
-            for done in [s for s in self.batches if s <= pending[-2][0]]:
+        # The flag holds "not finite so far": false means every step up to this one was.
+        if not bool(metrics["nonfinite"]):
+            for done in [s for s in self.batches if s <= waited_step]:
                 del self.batches[done]
+            return
+        self.check([(s, m) for s, m in pending if s <= waited_step], diagnose)
 
     def check(self, pending: list[tuple[int, dict]], diagnose: Callable[[dict], dict]) -> int:
-        """Number of skipped (non-finite) steps among ``pending`` (fetched metrics); raises
-        in ``stop`` mode, naming the first one's step and tensor."""
+        """Number of skipped (non-finite) steps among ``pending`` (whose metrics have
+        run); raises in ``stop`` mode, naming the first one's step and tensor."""
         skipped = [(step, m) for step, m in pending if bool(m["nonfinite"])]
         if skipped and self.mode == "stop":
             step, metrics = skipped[0]
+            metrics = jax.device_get(metrics)
             what = self.describe(jax.device_get(diagnose(self.batches[step])), metrics)
             raise NonFiniteError(
                 f"step {step}: {what} is not finite (NaN or Inf); the update was skipped and no "
@@ -160,19 +201,6 @@ def guarded_step(train_step: Callable, mode: str) -> Callable:
         return jax.tree.map(lambda n, o: jnp.where(failed, o, n), new_state, state), metrics
 
     return step
-
-
-def wait_for_step_before_last(pending: list[tuple[int, dict]]) -> None:
-    """Block until the step before the newest dispatched one has run.
-
-    JAX dispatches a step and returns at once, so a loop that only blocks when it logs
-    runs up to ``log_every`` steps ahead of the device, and a stop signal then waits for
-    all of them before the checkpoint. Waiting here keeps at most two steps in flight:
-    the device still always has the next step queued while the host makes a batch.
-    ``pending``: (step, metrics) of the steps dispatched since the last log, oldest first.
-    """
-    if len(pending) >= 2:
-        jax.block_until_ready(pending[-2][1])
 
 
 @contextlib.contextmanager

@@ -25,12 +25,7 @@ from jaxtrans.training import distributed, sharding
 from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_step
-from jaxtrans.training.guards import (
-    StopSignal,
-    WorkdirLock,
-    finishing_checkpoint_writes,
-    wait_for_step_before_last,
-)
+from jaxtrans.training.guards import StopSignal, WorkdirLock, finishing_checkpoint_writes
 from jaxtrans.training.metrics import log_window, say
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.run_settings import check_run_settings, run_length
@@ -47,7 +42,7 @@ from jaxtrans.training.run_setup import (
 # step_layout.py): the reliability tests patch them to slow the steps down without
 # changing a number.
 from jaxtrans.training.step import make_nonfinite_diagnosis
-from jaxtrans.training.step_layout import StepLayout, jit_train_step
+from jaxtrans.training.step_layout import StepLayout, jit_train_step, place_eval_batch
 from jaxtrans.training.task import TrainingTask
 
 # Importable from here: the programs, benchmarks and tests use them. check_run_settings
@@ -191,8 +186,11 @@ def take_step(run: Run, rs: RunState) -> None:
     rs.step += 1
     rs.pending.append((rs.step, metrics))
     rs.window_steps += 1
-    wait_for_step_before_last(rs.pending)  # so that a stop signal is answered promptly
-    run.guard.track(rs.step, local_batch, rs.pending)
+    # At most guards.STEPS_IN_FLIGHT steps in flight (never waiting for the newest): the
+    # device keeps steps queued, a stop signal is answered promptly, a failure found.
+    run.guard.after_dispatch(
+        rs.step, local_batch, rs.pending, lambda batch: diagnose(run, rs, batch)
+    )
 
 
 def diagnose(run: Run, rs: RunState, local_batch: dict) -> dict:
@@ -272,7 +270,8 @@ def evaluate_dev(run: Run, rs: RunState) -> str | None:
     evals_since_best); returns PATIENCE (and the record says ``"stop": "patience"``) where
     train.patience evaluations in a row have not improved on it before the last step, else
     None."""
-    record = evaluate(run.task, run.eval_step, run.replicated, rs.state.params, rs.step)
+    layout = StepLayout.of(run.mesh, run.rules, run.state_shardings)
+    record = evaluate(run.task, run.eval_step, layout, rs.state.params, rs.step)
     stop = None
     if rs.best is not None:
         rs.best = after_evaluation(rs.best, rs.step, record)
@@ -333,20 +332,23 @@ def report_stop(run: Run, rs: RunState, reason: str) -> None:
         say(f"{reason}: saved checkpoint {rs.step}; rerun the command to resume", run.is_main)
 
 
-def evaluate(task: TrainingTask, eval_step, replicated, params, step: int) -> dict[str, Any] | None:
-    """Dev loss over the task's dev batches, plus the task's own metrics (e.g. BLEU)."""
+def evaluate(
+    task: TrainingTask, eval_step, layout: StepLayout, params, step: int
+) -> dict[str, Any] | None:
+    """Dev loss over the task's dev batches, each split over the devices as a training
+    batch is (``layout``; step_layout.place_eval_batch), plus the task's own metrics
+    (e.g. BLEU, decoded over the same devices)."""
     batches = task.eval_batches()
     if batches is None:
         return None
     totals: dict[str, Any] | None = None
     for batch in batches:
-        batch = global_batch(batch, replicated)
-        sums = jax.device_get(eval_step(params, batch))
+        sums = jax.device_get(eval_step(params, place_eval_batch(batch, layout)))
         totals = sums if totals is None else jax.tree.map(np.add, totals, sums)
     if totals is None:
         return None
     summary = jax.device_get(task.summarize(totals))
     record: dict[str, Any] = {"split": "dev"}
     record.update({k: float(v) for k, v in summary.items() if k != "tokens"})
-    record.update(task.extra_eval(params, step))
+    record.update(task.extra_eval(params, step, layout.batch))
     return record

@@ -35,7 +35,7 @@ from jaxtrans.training.run_settings import (
     run_length,
 )
 from jaxtrans.training.state import TrainState, init_train_state
-from jaxtrans.training.step import make_eval_step
+from jaxtrans.training.step_layout import StepLayout, jit_eval_step
 from jaxtrans.training.task import TrainingTask
 from jaxtrans.workdir import load_run_config, save_run_config
 
@@ -65,7 +65,7 @@ class Run:
     replicated: jax.sharding.Sharding
     accum: int  # train.grad_accum_steps
     guard: NonFiniteGuard
-    eval_step: Callable
+    eval_step: Callable  # (params, batch placed by step_layout.place_eval_batch) -> sums
     checkpoints: RunCheckpoints
     train_iter: Any  # the task's checkpointable iterator of local batches
     writer: MetricsWriter
@@ -164,11 +164,8 @@ def set_up_run(
         for path, _ in jax.tree_util.tree_leaves_with_path(abstract.params)
     ]
     guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
-    eval_step = jax.jit(
-        make_eval_step(task),
-        in_shardings=(state_shardings.params, replicated),
-        out_shardings=replicated,
-    )
+    # The dev loss laid out as the train step is: rows over data and fsdp.
+    eval_step = jit_eval_step(task, StepLayout.of(mesh, rules, state_shardings))
     checkpoints = RunCheckpoints(workdir, config.train)
     train_iter = task.train_iterator(config.seed, jax.process_index(), jax.process_count())
     state, meta = _resume(

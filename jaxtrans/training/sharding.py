@@ -87,6 +87,16 @@ def axis_rules(mesh: Mesh, rules=LOGICAL_RULES):
         yield
 
 
+def rows_axis_rules(rows: NamedSharding | None, rules_text: str = ""):
+    """axis_rules of the mesh that ``rows`` (a batch's rows sharding) splits over, with
+    the rules of config.mesh.rules ``rules_text``: where a program that takes such batches
+    is traced (e.g. the dev decoding), so that an attention kernel that runs per device
+    (splash, in a shard_map) finds the mesh. Nothing for ``rows`` None (one device)."""
+    if rows is None:
+        return contextlib.nullcontext()
+    return axis_rules(rows.mesh, logical_rules(rules_text))
+
+
 def with_axis_rules(function: Callable, mesh: Mesh, rules=LOGICAL_RULES) -> Callable:
     """``function`` (a jitted one) called under ``axis_rules``, so that it is traced there
     (entering them costs microseconds)."""
@@ -125,6 +135,11 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     """Batch arrays of any rank ([batch], [batch, length], ...): rows split over data and
     fsdp, the other dimensions whole."""
     return NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
+
+
+def batch_shards(mesh: Mesh) -> int:
+    """The parts batch_sharding splits rows into: data x fsdp."""
+    return mesh.shape["data"] * mesh.shape["fsdp"]
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+from jax.sharding import Sharding
 
 from jaxtrans.errors import UserError
 
@@ -69,11 +70,17 @@ class TrainingTask(abc.ABC):
         ``set_state(state)`` and ``stats()`` (see jaxtrans.data.iterators)."""
 
     def eval_batches(self) -> Iterable[Batch] | None:
-        """Dev batches (full, identical on every process), or None without a dev split."""
+        """Dev batches (full, identical on every process), or None without a dev split.
+        A row of zeros must count for nothing in ``loss_sums``: the loop adds such rows
+        to a batch whose rows do not split over the devices (step_layout.place_eval_batch)."""
         return None
 
-    def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Dev metrics beyond the loss (e.g. BLEU); default none."""
+    def extra_eval(self, params, step: int, rows: Sharding | None = None) -> dict[str, Any]:
+        """Dev metrics beyond the loss (e.g. BLEU); default none. ``params`` as the train
+        state holds them (sharded over the mesh, maybe over several processes: never
+        ``jax.device_get`` them whole); ``rows``: how the loop splits a batch's rows over
+        the devices (its dev batches), for a metric that computes over batches of its own
+        (None: on one device)."""
         return {}
 
     def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str] | None:

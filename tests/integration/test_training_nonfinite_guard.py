@@ -14,8 +14,9 @@ from jaxtrans.errors import TrainingStopped
 from jaxtrans.models import TransformerConfig
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.tasks.translation.translation_task import TranslationTask
+from jaxtrans.training import loop, sharding
 from jaxtrans.training import optimizer as optimizer_module
-from jaxtrans.training import sharding
+from jaxtrans.training.guards import STEPS_IN_FLIGHT
 from jaxtrans.training.optimizer import make_optimizer
 from jaxtrans.training.state import init_train_state
 from jaxtrans.training.step import make_gradients, make_nonfinite_diagnosis, make_train_step
@@ -106,3 +107,46 @@ def test_a_failed_step_followed_by_finite_ones_is_named_by_its_step_and_tensor(
     assert re.match(r"step 2: the updated params\['(decoder|encoder|shared)", message), message
     assert "on_nonfinite=skip" in message
     assert not [s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()]
+
+
+def test_with_a_long_log_interval_the_run_stops_steps_in_flight_minus_1_after_a_failure(
+    tmp_path, monkeypatch
+):
+    """Step 2 alone fails; the log would come at step 100. The loop reads each step's flag
+    STEPS_IN_FLIGHT - 1 steps later, so it takes the batches of steps 1..2 + STEPS_IN_FLIGHT
+    - 1 and one more for the diagnosis (from the state frozen since step 2), and stops
+    naming step 2."""
+    spike = lambda config, d_model, num_steps: (  # noqa: E731
+        lambda count: jnp.where(count == 1, jnp.inf, 1e-3)
+    )
+    monkeypatch.setattr(optimizer_module, "make_schedule", spike)
+    taken = []
+    global_batch = loop.global_batch
+    monkeypatch.setattr(loop, "global_batch", lambda *a: taken.append(1) or global_batch(*a))
+    config = tiny_translation_config(
+        100, **{"train.log_every": 100, "train.checkpoint_every": 100,
+                "train.compilation_cache_dir": ""}
+    )  # fmt: skip
+    with pytest.raises(TrainingStopped, match=r"step 2: the updated params\[") as stopped:
+        train_and_evaluate(config, str(tmp_path))
+
+    assert len(taken) == 2 + STEPS_IN_FLIGHT - 1 + 1, str(stopped.value)
+    assert not [s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()]
+
+
+def test_a_checkpoint_due_before_a_failure_is_found_is_not_saved(tmp_path, monkeypatch):
+    """Step 3 fails; at step 4 the loop has read only step 2's flag (finite), and a
+    checkpoint is due: the log before it reads every step in flight and stops the run, so
+    checkpoint 2 is the last one and nothing of the frozen state is saved."""
+    spike = lambda config, d_model, num_steps: (  # noqa: E731
+        lambda count: jnp.where(count == 2, jnp.inf, 1e-3)
+    )
+    monkeypatch.setattr(optimizer_module, "make_schedule", spike)
+    config = tiny_translation_config(
+        100, **{"train.log_every": 100, "train.checkpoint_every": 2,
+                "train.compilation_cache_dir": ""}
+    )  # fmt: skip
+    with pytest.raises(TrainingStopped, match=r"step 3: the updated params\["):
+        train_and_evaluate(config, str(tmp_path))
+
+    assert sorted(s for s in os.listdir(tmp_path / "checkpoints") if s.isdigit()) == ["2"]

@@ -26,6 +26,8 @@ from reliability_runs import (
     without_timing,
 )
 
+from jaxtrans.training.guards import STEPS_IN_FLIGHT
+
 # Preemption: seconds from SIGTERM to a clean exit that we promise for the tiny run (one
 # step, one checkpoint write and the exit; generous because the test machine is shared).
 SIGTERM_EXIT_BOUND_S = 30
@@ -246,9 +248,10 @@ loop.global_batch = counted_global_batch
 CHECKPOINT_AND_EXIT_S = 10
 
 
-def test_sigterm_with_a_long_log_interval_stops_within_two_slow_steps(tmp_path):
+def test_sigterm_with_a_long_log_interval_stops_within_steps_in_flight_slow_steps(tmp_path):
     # Unbounded, the loop would dispatch steps as fast as it makes batches (dozens in the
-    # three slow steps waited here, up to log_every) and a stop would wait for all of them.
+    # three slow steps waited here, up to log_every) and a stop would wait for all of them;
+    # it keeps guards.STEPS_IN_FLIGHT in flight.
     flags = tiny_flags(num_steps=100_000, train__log_every=10_000, train__checkpoint_every=100_000)
     run = start_train(tmp_path / "run", flags, tmp_path, "slow", prelude=SLOW_STEPS)
     run.wait_for_output("batch 3 taken")  # past the compilation, stepping
@@ -259,7 +262,7 @@ def test_sigterm_with_a_long_log_interval_stops_within_two_slow_steps(tmp_path):
 
     assert run.wait(timeout=120) == 0, run.stderr
     seconds = time.monotonic() - sent
-    assert seconds < 2 * slow_step_s + CHECKPOINT_AND_EXIT_S, (seconds, slow_step_s)
+    assert seconds < STEPS_IN_FLIGHT * slow_step_s + CHECKPOINT_AND_EXIT_S, (seconds, slow_step_s)
     assert "SIGTERM: saved checkpoint" in run.stdout
 
 

@@ -37,11 +37,22 @@ def masked_lm_sums(
     return {"mlm_loss": loss, "mlm_correct": correct, "mlm_tokens": tokens}
 
 
-def next_sentence_sums(logits: jnp.ndarray, labels: jnp.ndarray) -> dict[str, jnp.ndarray]:
-    """logits [batch, 2], labels [batch] (0 = B follows A) -> nsp_loss, nsp_correct,
-    nsp_examples (sums)."""
-    loss, correct, count = _weighted_sums(logits, labels, jnp.ones(labels.shape))
+def next_sentence_sums(
+    logits: jnp.ndarray, labels: jnp.ndarray, weights: jnp.ndarray | None = None
+) -> dict[str, jnp.ndarray]:
+    """logits [batch, 2], labels [batch] (0 = B follows A), weights [batch] (None: every
+    row counts) -> nsp_loss, nsp_correct, nsp_examples (sums)."""
+    weights = jnp.ones(labels.shape) if weights is None else weights
+    loss, correct, count = _weighted_sums(logits, labels, weights)
     return {"nsp_loss": loss, "nsp_correct": correct, "nsp_examples": count}
+
+
+def example_rows(batch: Batch) -> jnp.ndarray | None:
+    """1 for each row that holds an example, else 0: every example starts with an attended
+    [CLS], a row of zeros (that pads an evaluation batch to split over the devices) has
+    none; None for a batch without attention_mask (every row counts)."""
+    mask = batch.get("attention_mask")
+    return None if mask is None else mask[:, 0]
 
 
 def pretraining_sums(
@@ -50,7 +61,7 @@ def pretraining_sums(
     """Both objectives' sums for one pretraining batch (data/bert/pretraining_examples.py)."""
     return {
         **masked_lm_sums(mlm_logits, batch["masked_ids"], batch["masked_weights"]),
-        **next_sentence_sums(nsp_logits, batch["next_sentence_label"]),
+        **next_sentence_sums(nsp_logits, batch["next_sentence_label"], example_rows(batch)),
     }
 
 

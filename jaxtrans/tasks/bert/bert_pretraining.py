@@ -18,7 +18,11 @@ from jaxtrans.models.bert.bert_model import BertConfig, BertForPretraining
 from jaxtrans.models.model_flops import bert_pretraining_flops
 from jaxtrans.tasks.base import Batch
 from jaxtrans.tasks.bert import bert_init, bert_predict
-from jaxtrans.tasks.bert.bert_objectives import pretraining_sums, summarize_pretraining
+from jaxtrans.tasks.bert.bert_objectives import (
+    example_rows,
+    pretraining_sums,
+    summarize_pretraining,
+)
 from jaxtrans.tasks.bert.bert_task import (
     BertTask,
     bert_config,
@@ -86,7 +90,7 @@ class BertPretrainingTask(BertTask):
     def counts(self, batch: Batch) -> dict[str, jnp.ndarray]:
         return {
             "mlm_tokens": jnp.sum(batch["masked_weights"]).astype(jnp.float32),
-            "nsp_examples": jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32),
+            "nsp_examples": jnp.sum(example_rows(batch)).astype(jnp.float32),
         }
 
     def loss_sums(self, params, batch: Batch, rng, deterministic: bool):

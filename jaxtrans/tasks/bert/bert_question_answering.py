@@ -281,7 +281,7 @@ class BertQuestionAnsweringTask(BertTask):
             breakdown=self.config.data.get("version_2_with_negative", False),
         )
 
-    def extra_eval(self, params, step: int) -> dict[str, Any]:
+    def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
         """Dev exact match and F1 (and the SQuAD 2.0 breakdown), as ``evaluate`` scores them."""
         encoded = self.encoded_split("dev")
         if not encoded:

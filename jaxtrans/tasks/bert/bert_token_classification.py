@@ -199,7 +199,7 @@ class BertTokenClassificationTask(BertTask):
         found = self.split_data(split)
         return found and found[2]
 
-    def extra_eval(self, params, step: int) -> dict[str, Any]:
+    def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
         """Dev entity precision, recall and F1 (the loop adds loss and accuracy), from a
         pass of its own over the dev batches: the loop's pass returns only sums."""
         if self.split_data("dev") is None:

@@ -38,6 +38,7 @@ from jaxtrans.tasks.translation.decoding_settings import (
 )
 from jaxtrans.tasks.translation.translation_compile import vocabulary_without_data
 from jaxtrans.tasks.translation.translation_predict import answer_lines
+from jaxtrans.training import sharding
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 
 
@@ -282,22 +283,26 @@ class TranslationTask(Task):
             )
         )
 
-    def extra_eval(self, params, step: int) -> dict[str, Any]:
-        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings);
-        the first evaluation also says how many malformed dev lines were skipped (if any)."""
+    def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
+        """Dev BLEU and chrF, decoded and scored as evaluate.py does (config.eval settings),
+        over the devices of ``rows`` (the loop's split of a batch's rows; None: one device),
+        the parameters as laid out; the first evaluation also says how many malformed dev
+        lines were skipped (if any)."""
         pairs = self.dev_pairs()
         if not pairs:
             return {}
         metrics: dict[str, Any] = {}
         if self.config.eval.bleu_during_training:
-            _, scores, _ = translate_and_score(
-                self.model_config,
-                jax.device_get(params),
-                self.tokenizer,
-                pairs,
-                **decoding_settings(self.config),
-                target_lang=target_language(self.config.data),
-            )
+            with sharding.rows_axis_rules(rows, self.config.get("mesh", {}).get("rules", "")):
+                _, scores, _ = translate_and_score(
+                    self.model_config,
+                    jax.device_get(params) if rows is None else params,
+                    self.tokenizer,
+                    pairs,
+                    **decoding_settings(self.config),
+                    target_lang=target_language(self.config.data),
+                    rows=rows,
+                )
             metrics.update(bleu=scores.bleu, chrf=scores.chrf)
         skipped = self.dev_split().lines_skipped
         if skipped and not self._told_skipped:

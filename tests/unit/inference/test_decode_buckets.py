@@ -13,6 +13,7 @@ from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
 from jaxtrans.inference.length_buckets import (
+    batch_rows,
     bucket_ladder,
     bucket_length,
     decoded_batches,
@@ -172,3 +173,17 @@ def test_decoded_batches_come_back_in_order_with_at_most_in_flight_dispatched_ah
         at = events.index(("read", batch.indices[0]))
         dispatched = [e for e in events[:at] if e[0] == "dispatch"]
         assert len(dispatched) == min(k + 3, len(batches))
+
+
+def test_batches_split_over_devices_take_rows_in_multiples_of_the_parts():
+    """translate_ids over 6 devices asks for batch_size x 6 rows, each batch a multiple
+    of 6: the last 5 sentences take 8 rows (the next power of two), rounded up to 12."""
+    batches = list(
+        length_batches(
+            tiny_transformer_config(), random_sources(24 * 3 + 5, 10), None, batch_size=24,
+            max_extra_length=50, length_multiple=16, row_multiple=6,
+        )
+    )  # fmt: skip
+    assert [len(b.max_lengths) for b in batches] == [24, 24, 24, 12]
+    assert [len(b.indices) for b in batches] == [24, 24, 24, 5]
+    assert batch_rows(3, 64, 6) == 6 and batch_rows(100, 96, 12) == 96

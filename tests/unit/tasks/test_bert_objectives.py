@@ -10,6 +10,7 @@ from jaxtrans.tasks.bert.bert_objectives import (
     classification_loss,
     masked_lm_sums,
     pretraining_loss,
+    pretraining_sums,
 )
 
 VOCAB = 17
@@ -130,3 +131,26 @@ def test_classification_loss_equals_reference_and_ignores_padding_rows():
     unweighted, _ = classification_loss(logits, {"label": batch["label"]})
     all_rows = -np.mean(log_softmax64(logits)[np.arange(5), batch["label"]])
     np.testing.assert_allclose(float(unweighted), all_rows, rtol=1e-6)
+
+
+def test_pretraining_sums_count_nothing_for_rows_of_zeros_that_pad_an_evaluation_batch():
+    """The loop pads a dev batch with rows of zeros so that its rows split over the
+    devices (training/step_layout.place_eval_batch): whatever their logits, they add no
+    masked token and no next-sentence example."""
+    batch = pretraining_batch()
+    batch["attention_mask"] = np.ones((3, 8), np.int32)
+    rng = np.random.default_rng(1)
+    mlm_logits = rng.normal(size=(3, 4, VOCAB)).astype(np.float32)
+    nsp_logits = rng.normal(size=(3, 2)).astype(np.float32)
+    padded = {
+        k: np.concatenate([v, np.zeros((2, *v.shape[1:]), v.dtype)]) for k, v in batch.items()
+    }
+    more_mlm = np.concatenate([mlm_logits, rng.normal(size=(2, 4, VOCAB)).astype(np.float32)])
+    more_nsp = np.concatenate([nsp_logits, rng.normal(size=(2, 2)).astype(np.float32)])
+
+    want = pretraining_sums(mlm_logits, nsp_logits, batch)
+    got = pretraining_sums(more_mlm, more_nsp, padded)
+
+    assert float(got["nsp_examples"]) == 3.0 and float(got["mlm_tokens"]) == 6.0
+    for key, value in want.items():
+        np.testing.assert_allclose(float(got[key]), float(value), rtol=1e-6, err_msg=key)
