@@ -126,7 +126,7 @@ class _UnpackedBatches:
 
 
 def test_cudnn_attention_is_in_the_compiled_gpu_step():
-    config = tiny(**{"mesh.data": -1})
+    config = tiny(**{"mesh.data": -1, "data.pack": False})
     machine = target_named("h100-8")
     devices = compile_only_devices(machine)
     step = compile_train_step(config, lambda c: _UnpackedBatches(compile_task(c)), devices, 1)
