@@ -164,8 +164,8 @@ class GpuMachine:
     def memory_note(self) -> str:
         """How hbm_bytes follows from the GPU's memory, for the report."""
         return (
-            f"{memory_fraction():.0%} of {self.gpu.memory_bytes / GIB:.1f} GiB, the share "
-            "JAX's allocator takes (XLA_PYTHON_CLIENT_MEM_FRACTION)"
+            f"{memory_fraction():.0%} of {self.gpu.memory_bytes / GIB:.1f} GiB: JAX's "
+            "allocator's share, XLA_PYTHON_CLIENT_MEM_FRACTION"
         )
 
 

@@ -235,7 +235,11 @@ def describe(report: dict[str, Any]) -> str:
         if report["fits"]
         else f"DOES NOT FIT: {-report['spare_bytes_per_device'] / GIB:.2f} GiB over"
     )
-    kernels = ", ".join(f"{k} {v}" for k, v in report["attention_kernel"].items())
+    why = report.get("attention_fallbacks", {})
+    kernels = ", ".join(
+        f"{k} {v}" + (f" ({why[k]})" if why.get(k) else "")
+        for k, v in report["attention_kernel"].items()
+    )
     # A GPU's usable memory is JAX's allocator's share of it (the note says how much).
     gpu = report.get("platform") == "gpu"
     unit, memory = ("GPU", f"{hbm / GIB:.2f} GiB") if gpu else ("chip", f"{hbm / GIB:.2f} GiB HBM")

@@ -57,14 +57,14 @@ def tried(stderr: str, remat: str) -> dict[int, bool]:
 
 def test_find_batch_searches_in_row_steps_up_to_the_budget(monkeypatch, capsys):
     # The budget: exactly what the step takes at 2 steps of rows (96), without remat.
-    at_96 = compile_for_slice(tiny_translation_config(10, **RUN, **{"data.batch_size": 96}),
+    at_96 = compile_for_slice(tiny_translation_config(10, **{**RUN, "data.batch_size": 96}),
                               "v5e-16", decode=False)  # fmt: skip
     budget = at_96["bytes_per_device"]["total"]
     slice_ = _SliceWithBudget(**vars(slice_named("v5e-16")), budget=budget)
     monkeypatch.setattr(compile_report, "target_named", lambda name: slice_)
     capsys.readouterr()
 
-    config = tiny_translation_config(10, **RUN, **{"data.batch_size": 48})
+    config = tiny_translation_config(10, **{**RUN, "data.batch_size": 48})
     report = compile_for_slice(config, "v5e-16", find_batch=True, decode=False)
     found = report["find_batch"]
     stderr = capsys.readouterr().err
@@ -100,6 +100,9 @@ def test_the_reports_bytes_against_a_count_by_hand():
     assert abs(held["params"] + held["optimizer"] - 12 * params) <= 64
     hand = 16 * params + batch
     assert hand <= held["total"] <= 2.25 * hand
-    # The temporaries are the rest of the peak (the step count and guard flag aside).
-    assert abs(held["temp"] - (held["total"] - 12 * params - batch)) <= 64
+    # The temporaries are the rest of the peak beyond the compiler's arguments, which are
+    # the shards' bytes and a little more: libtpu lays small arrays (biases, LayerNorm
+    # scales) out in whole tiles (56 KB of 53 MB here).
+    arguments = held["total"] - held["temp"]
+    assert 12 * params + batch <= arguments <= 1.01 * (12 * params + batch)
     assert held["temp"] >= 4 * params  # the gradients, at least
