@@ -34,7 +34,9 @@ ROWS["base/v5e-1-colab"] = [
 ]
 # One host of eight H100s, and two such hosts (jax's CUDA plugin, the gpu-compile extra).
 GPU_MACHINES = ("h100-8", "h100-8x2")
-ROWS.update({f"{config}/{machine}": [] for config in ("base", "big") for machine in GPU_MACHINES})
+ROWS.update(
+    {f"{config}/{machine}": [] for config in ("demo", "base", "big") for machine in GPU_MACHINES}
+)
 
 
 def command(row: str, find_batch: bool) -> list[str]:
