@@ -1,13 +1,16 @@
-"""The table of docs/accelerators.md: shipped configs compiled for TPU slices with
-``python -m jaxtrans.compile`` (libtpu's compile-only devices; no TPU needed), each row
-in its own process, printed as Markdown.
+"""The table of docs/accelerators.md: shipped configs compiled for TPU slices and GPU
+machines with ``python -m jaxtrans.compile`` (libtpu's or the CUDA plugin's compile-only
+devices; no TPU or GPU needed), each row in its own process, printed as Markdown.
 
     python benchmarks/compile_table.py                       # every row of ROWS
     python benchmarks/compile_table.py --rows base/v5e-8 big/v5e-32-fsdp --find_batch
+    python benchmarks/compile_table.py --rows base/h100-8 base/h100-8x2
 
-A row is CONFIG/SLICE[-VARIANT]; its extra overrides are in ROWS. ``--find_batch`` adds
-the largest batch that fits with remat off and on (many compiles a row). Figures marked
-"estimate" are the compiler's cost model, not measurements.
+A row is CONFIG/TOPOLOGY[-VARIANT] (TOPOLOGY: v5e-8, h100-8, h100-8x2, ...); its extra
+overrides are in ROWS. ``--find_batch`` adds the largest batch that fits with remat off
+and on (many compiles a row). Figures marked "estimate" are not measurements: the
+compiler's cost model (TPU), or a roofline of the model FLOPs and the compiled program's
+bytes (GPU: the report's estimate_from says which).
 """
 
 import argparse
@@ -29,6 +32,11 @@ ROWS["base/v5e-1-colab"] = [
     "--config.mesh.data=-1",
     "--config.model.dtype=bfloat16",
 ]
+# One host of eight H100s, and two such hosts (jax's CUDA plugin, the gpu-compile extra).
+GPU_MACHINES = ("h100-8", "h100-8x2")
+ROWS.update(
+    {f"{config}/{machine}": [] for config in ("demo", "base", "big") for machine in GPU_MACHINES}
+)
 
 
 def command(row: str, find_batch: bool) -> list[str]:

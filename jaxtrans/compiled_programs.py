@@ -1,7 +1,9 @@
 """What the compiler says of a compiled program: memory per device, FLOPs, its own
 estimate of the time, the custom calls (kernels) in it. Read from ``jax.stages.Compiled``
 (``jax.jit(f).lower(...).compile()``), for any backend that answers; TPU compilers answer
-all of it.
+all of it. The CUDA compiler, compiling for devices it does not have, gives the memory
+but no cost analysis: there the bytes accessed are XLA's HLO cost analysis of the
+compiled module, run by this host's CPU client.
 
 ProgramCost      peak and argument bytes per device, FLOPs per device, estimated seconds
 program_cost     a Compiled -> ProgramCost
@@ -31,6 +33,10 @@ class ProgramCost:
     # The compiler's own words where it refused the program for want of memory (then only
     # the bytes are known: the arguments and the temporaries it asked for).
     out_of_memory: str | None = None
+    # True where the compiler gave no cost analysis and bytes_accessed is the HLO cost
+    # analysis of the compiled module (flops then 0: that count misses the kernels that
+    # are custom calls, cuDNN attention, cuBLAS matmuls).
+    bytes_from_hlo: bool = False
     # The compiled program's HLO text (benchmarks/step_bytes.py reads its operations).
     text: str = field(default="", repr=False, compare=False)
 
@@ -54,15 +60,35 @@ def program_cost(compiled: jax.stages.Compiled) -> ProgramCost:
     seconds = cost.get("optimal_seconds")
     text = compiled.as_text() or ""
     calls = sorted(set(re.findall(r'custom_call_target="([^"]+)"', text)))
+    from_hlo = not cost
     return ProgramCost(
         peak_bytes=peak,
         argument_bytes=arguments,
         flops=float(cost.get("flops", 0.0)),
-        bytes_accessed=float(cost.get("bytes accessed", 0.0)),
+        bytes_accessed=float(
+            cost.get("bytes accessed", 0.0) if cost else hlo_bytes_accessed(compiled)
+        ),
         seconds=float(seconds) if seconds is not None and seconds > 0 else None,
         custom_calls=tuple(calls),
+        bytes_from_hlo=from_hlo,
         text=text,
     )
+
+
+def hlo_bytes_accessed(compiled: jax.stages.Compiled) -> float:
+    """The bytes read and written by the compiled module's operations (fusions, kernels
+    as custom calls: their operands and results), by XLA's HLO cost analysis run on this
+    host's CPU client; 0 where that cannot run. For backends that give no cost analysis
+    of their own (the CUDA compiler without a GPU)."""
+    try:  # jax has no public call for it; its own cost_analysis() uses the same function
+        from jax._src import xla_bridge
+        from jax._src.lib import xla_client
+
+        module = compiled.runtime_executable().hlo_modules()[0]
+        counts = xla_client._xla.hlo_module_cost_analysis(xla_bridge.get_backend("cpu"), module)
+        return float(counts.get("bytes accessed", 0.0))
+    except Exception:  # noqa: BLE001 - no CPU client or another jax: no count, said so
+        return 0.0
 
 
 # "... the total memory required for HLO temporaries (27.28G) exceeds available HBM ..."

@@ -58,10 +58,31 @@ class Slice:
     name: str  # the public name, e.g. v5e-8
     generation: str
     grid: tuple[int, ...]
+    platform = "tpu"
 
     @property
     def spec(self) -> Generation:
         return GENERATIONS[self.generation]
+
+    @property
+    def layout(self) -> str:
+        return f"{self.generation}:{self.grid_text}"
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.spec.hbm_bytes
+
+    @property
+    def peak_bf16_flops(self) -> float:
+        return self.spec.peak_bf16_flops
+
+    @property
+    def hbm_bytes_per_second(self) -> float:
+        return self.spec.hbm_bytes_per_second
+
+    @property
+    def memory_note(self) -> str:
+        return "HBM"
 
     @property
     def chips(self) -> int:

@@ -1,7 +1,8 @@
 """What ``python -m jaxtrans.compile`` finds, as one dict (its --json) and as a table.
 
-compile_for_slice  config, slice name -> the report: the train step's bytes per device
-                   against HBM, FLOPs, the compiler's time estimate; decoding; batch search
+compile_for_slice  config, a TPU slice's or GPU machine's name -> the report: the train
+                   step's bytes per device against its memory, FLOPs, the time estimate;
+                   decoding; batch search
 describe           the report -> the table printed on the console
 """
 
@@ -12,11 +13,11 @@ from typing import Any
 
 import ml_collections
 
+from jaxtrans.compile_targets import Target, compile_only_devices, target_named
 from jaxtrans.errors import UserError
 from jaxtrans.nn.attention_kernels import model_attention_kernels
 from jaxtrans.tasks import compile_task
 from jaxtrans.tasks.translation.translation_compile import compile_beam_decoding
-from jaxtrans.tpu_topologies import Slice, compile_only_devices, slice_named
 from jaxtrans.training.ahead_of_time import CompiledTrainStep, compile_train_step
 
 GIB = 2**30
@@ -31,24 +32,26 @@ def compile_for_slice(
     find_batch: bool = False,
     decode: bool = True,
 ) -> dict[str, Any]:
-    """Compile the run of ``config`` for the slice ``topology`` (tpu_topologies); the
-    report: its train step, its decoding (translation, ``decode``) and, with
-    ``find_batch``, the largest batch that fits with remat on and off."""
-    slice_ = slice_named(topology)
+    """Compile the run of ``config`` for ``topology``, a TPU slice or a GPU machine
+    (compile_targets); the report: its train step, its decoding (translation, ``decode``)
+    and, with ``find_batch``, the largest batch that fits with remat on and off."""
+    slice_ = target_named(topology)
     devices = compile_only_devices(slice_)
     step = _compile(config, slice_, devices)
     report = {
         "topology": slice_.name,
-        "grid": f"{slice_.generation}:{slice_.grid_text}",
+        "grid": slice_.layout,
+        "platform": slice_.platform,
         "chips": slice_.chips,
         "hosts": slice_.hosts,
         "device_kind": devices[0].device_kind,
-        "peak_flops_per_device": slice_.spec.peak_bf16_flops,
+        "peak_flops_per_device": slice_.peak_bf16_flops,
+        "memory_note": slice_.memory_note,
         **train_step_report(step, slice_),
     }
     if decode and step.task.name == "translation":
         cost, what = compile_beam_decoding(step.task, devices[0])
-        hbm = slice_.spec.hbm_bytes
+        hbm = slice_.hbm_bytes
         report["decode"] = {
             "program": what,
             "bytes_per_device": cost.peak_bytes,
@@ -65,7 +68,7 @@ def compile_for_slice(
     return report
 
 
-def _compile(config: ml_collections.ConfigDict, slice_: Slice, devices: list) -> CompiledTrainStep:
+def _compile(config: ml_collections.ConfigDict, slice_: Target, devices: list) -> CompiledTrainStep:
     try:
         return compile_train_step(config, compile_task, devices, slice_.hosts)
     except UserError as error:
@@ -76,18 +79,18 @@ def _compile(config: ml_collections.ConfigDict, slice_: Slice, devices: list) ->
         raise
 
 
-def train_step_report(step: CompiledTrainStep, slice_: Slice) -> dict[str, Any]:
+def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]:
     """The train step's part of the report (the --json keys)."""
-    hbm = slice_.spec.hbm_bytes
+    hbm = slice_.hbm_bytes
     chips = len(step.mesh.devices.flat)
     total = step.bytes["total"]
     model_flops = step.task.step_flops()
-    seconds, source = estimated_seconds(step.cost, slice_)
+    seconds, source = estimated_seconds(step.cost, slice_, model_flops / chips)
     data = step.config.data
     length = int(data.get("max_target_length", 0) or data.get("max_seq_length", 0))
     rows = int(data.batch_size)
     kernels = model_attention_kernels(
-        step.task.model_config, "tpu", packed=bool(data.get("pack", False))
+        step.task.model_config, slice_.platform, packed=bool(data.get("pack", False))
     )
     return {
         "mesh": dict(step.mesh.shape),
@@ -106,41 +109,57 @@ def train_step_report(step: CompiledTrainStep, slice_: Slice) -> dict[str, Any]:
         "fits": total <= hbm and step.cost.out_of_memory is None,
         "spare_bytes_per_device": hbm - total,
         "compiler_flops_per_step": step.cost.flops * chips if step.cost.flops else None,
+        "bytes_accessed_per_device": step.cost.bytes_accessed or None,
         "model_flops_per_step": model_flops,
         "estimated_step_seconds": seconds,
         "estimate_from": source,
         "estimated_token_slots_per_second": rows * length / seconds if seconds else None,
         "estimated_mfu": (
-            model_flops / seconds / (slice_.spec.peak_bf16_flops * chips)
+            model_flops / seconds / (slice_.peak_bf16_flops * chips)
             if seconds and model_flops
             else None
         ),
     }
 
 
-def estimated_seconds(cost, slice_: Slice) -> tuple[float | None, str | None]:
+def estimated_seconds(
+    cost, slice_: Target, model_flops_per_device: float = 0.0
+) -> tuple[float | None, str | None]:
     """(seconds a step, where the figure comes from): the compiler's cost model, or where
-    it gives none, the roofline of the compiler's own counts, the longer of its FLOPs at
-    the chip's peak and its bytes at the chip's HBM bandwidth."""
+    it gives none, a roofline: the longer of the FLOPs at the device's bf16 peak and the
+    bytes accessed at its HBM bandwidth. The counts are the compiler's own (TPU); where
+    the compiler counts none (the CUDA compiler without a GPU), the FLOPs are jaxtrans's
+    model count and the bytes the HLO cost analysis of the compiled program."""
     if cost.seconds:
         return cost.seconds, "the compiler's cost model"
-    spec = slice_.spec
+    flops = cost.flops or model_flops_per_device
     roofline = max(
-        cost.flops / spec.peak_bf16_flops, cost.bytes_accessed / spec.hbm_bytes_per_second
+        flops / slice_.peak_bf16_flops, cost.bytes_accessed / slice_.hbm_bytes_per_second
     )
-    if roofline > 0:
+    if roofline <= 0:
+        return None, None
+    if cost.flops and not cost.bytes_from_hlo:
         return roofline, "the roofline of the compiler's FLOP and byte counts"
-    return None, None
+    return roofline, (
+        f"the roofline of {'the compiler' if cost.flops else 'jaxtrans'}'s FLOP count at "
+        "the datasheet's bf16 peak and "
+        + (
+            "the compiled program's bytes by XLA's HLO cost analysis"
+            if cost.bytes_from_hlo
+            else "the compiler's byte count"
+        )
+        + " at its HBM bandwidth"
+    )
 
 
 def largest_batch(
-    config: ml_collections.ConfigDict, slice_: Slice, devices: list, remat: bool
+    config: ml_collections.ConfigDict, slice_: Target, devices: list, remat: bool
 ) -> dict[str, Any]:
     """The most rows a step of ``config`` (with ``remat``) holds within HBM, in steps of
     the rows' required multiple (largest_fitting); each try said on stderr."""
     first = _compile(_with_rows(config, None, remat), slice_, devices)
     multiple = _row_multiple(first, slice_)
-    hbm = slice_.spec.hbm_bytes
+    hbm = slice_.hbm_bytes
 
     def fits(multiples: int) -> bool:
         rows = multiples * multiple
@@ -190,7 +209,7 @@ def largest_fitting(fits, start: int, limit: int = _MAX_MULTIPLES) -> int:
     return low
 
 
-def _row_multiple(step: CompiledTrainStep, slice_: Slice) -> int:
+def _row_multiple(step: CompiledTrainStep, slice_: Target) -> int:
     data_parallel = step.mesh.shape["data"] * step.mesh.shape["fsdp"]
     return math.lcm(data_parallel, slice_.hosts * int(step.config.train.grad_accum_steps))
 
@@ -216,26 +235,41 @@ def describe(report: dict[str, Any]) -> str:
         if report["fits"]
         else f"DOES NOT FIT: {-report['spare_bytes_per_device'] / GIB:.2f} GiB over"
     )
-    kernels = ", ".join(f"{k} {v}" for k, v in report["attention_kernel"].items())
+    why = report.get("attention_fallbacks", {})
+    kernels = ", ".join(
+        f"{k} {v}" + (f" ({why[k]})" if why.get(k) else "")
+        for k, v in report["attention_kernel"].items()
+    )
+    # A GPU's usable memory is JAX's allocator's share of it (the note says how much).
+    gpu = report.get("platform") == "gpu"
+    unit, memory = ("GPU", f"{hbm / GIB:.2f} GiB") if gpu else ("chip", f"{hbm / GIB:.2f} GiB HBM")
     lines = [
-        f"{report['topology']} ({report['grid']}): {report['chips']} chips on "
-        f"{report['hosts']} host(s), {report['device_kind']}, {hbm / GIB:.1f} GiB HBM and "
-        f"{report['peak_flops_per_device'] / 1e12:.0f} TFLOP/s bf16 per chip",
+        f"{report['topology']} ({report['grid']}): {report['chips']} {unit}s on "
+        f"{report['hosts']} host(s), {report['device_kind']}, {hbm / GIB:.1f} GiB "
+        + (f"usable ({report['memory_note']})" if gpu else "HBM")
+        + f" and {report['peak_flops_per_device'] / 1e12:.0f} TFLOP/s bf16 per {unit}",
         f"mesh {report['mesh']}; {report['parameters']:,} parameters; "
         f"{report['rows_per_step']} rows a step ({report['token_slots_per_step']:,} token "
         f"slots); grad_accum_steps {report['grad_accum_steps']}; remat "
         f"{'on' if report['remat'] else 'off'}; dtype {report['dtype']}",
         f"attention: {kernels}",
+        f"custom calls in the compiled step: {', '.join(report['custom_calls']) or 'none'}",
         "",
         "train step, per device",
         f"  parameters       {gib(b['params'])}",
         f"  optimizer state  {gib(b['optimizer'])}",
         f"  batch            {gib(b['batch'])}",
         f"  temporaries      {gib(b['temp'])}   (activations, gradients, updates)",
-        f"  total (peak)     {gib(b['total'])}   of {hbm / GIB:.2f} GiB HBM: {verdict}",
+        f"  total (peak)     {gib(b['total'])}   of {memory}: {verdict}",
         *([f"  the compiler: {report['out_of_memory']}"] if report["out_of_memory"] else []),
         "",
-        f"FLOPs a step: compiler {report['compiler_flops_per_step'] or 0:.3e}, jaxtrans's model "
+        "FLOPs a step: compiler "
+        + (
+            f"{report['compiler_flops_per_step']:.3e}"
+            if report["compiler_flops_per_step"]
+            else "none (it counts none without the device)"
+        )
+        + f", jaxtrans's model "
         f"count {report['model_flops_per_step'] or 0:.3e}"
         + (
             f" (compiler / model {ratio:.2f})"

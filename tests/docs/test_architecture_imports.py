@@ -26,6 +26,8 @@ LAYERS = {
     "process_json": ("foundation", 0),
     "config_sections": ("foundation", 0),
     "tpu_topologies": ("foundation", 0),
+    "gpu_machines": ("foundation", 0),
+    "compile_targets": ("foundation", 0),
     "compiled_programs": ("foundation", 0),
     "compilation_cache": ("foundation", 0),
     "nn": ("nn", 1),
