@@ -165,19 +165,19 @@ def operations(text: str) -> list[Operation]:
 def compile_step_text(argv: list[str]):
     """Compile the run's train step for the slice; (its ProgramCost, the slice)."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from jaxtrans.compile_targets import compile_only_devices, target_named
     from jaxtrans.programs.cli import define_config_flag, parse_flags
     from jaxtrans.tasks import compile_task
-    from jaxtrans.tpu_topologies import compile_only_devices, slice_named
     from jaxtrans.training.ahead_of_time import compile_train_step
 
     def define(values):
         from absl import flags
 
         define_config_flag(values)
-        flags.DEFINE_string("topology", "v5e-8", "The TPU slice.", flag_values=values)
+        flags.DEFINE_string("topology", "v5e-8", "A TPU slice or GPU machine.", flag_values=values)
 
     values = parse_flags(["step_bytes", *argv], define, "step_bytes --config CONFIG --topology T")
-    slice_ = slice_named(values.topology)
+    slice_ = target_named(values.topology)
     devices = compile_only_devices(slice_)
     step = compile_train_step(values.config, compile_task, devices, slice_.hosts)
     return step.cost, slice_
