@@ -8,14 +8,15 @@ attention; then beam-search sentences/s. Never imports torch.
 
 Every row runs in a fresh process under its own timeout (clean peak-memory counters,
 nothing left allocated by the row before; a row that runs out of time is printed as
-such and the next one starts); each row is printed as it finishes. The parent never
-starts JAX. benchmarks/gpu.sh runs this on a GPU:
+such and the next one starts), one at a time (``--jobs``: more at once, for --dry on a
+CPU); each row is printed as it finishes. The parent never starts JAX. benchmarks/gpu.sh
+runs this on a GPU:
 
     python benchmarks/accelerator.py                  # configs/base.py, nine rows
     python benchmarks/accelerator.py --rows 1,3 --set data.batch_size=192
     python benchmarks/accelerator.py --dry            # a tiny model on the CPU, seconds
 
-Step time: steps dispatched back to back as the loop does, cycling over --batches packed
+Step time: steps dispatched back to back, cycling over --batches packed
 batches already on the devices, one wait at the end of each group; the median over
 --repeats groups of --steps steps. MFU = counted model FLOPs (the task's step_flops,
 padding included) / step time / (devices x the measured matmul rate, or the vendor peak
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(os.path.dirname(HERE), "configs", "base.py")
@@ -88,6 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--matmul-size", type=int, default=8192)
     parser.add_argument(
         "--row-timeout", type=float, default=900, help="seconds for one row, compile included"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="rows run at once (1 on an accelerator: each row alone on the chip; --dry: 2)",
     )
     parser.add_argument("--dry", action="store_true", help="a tiny model on the CPU")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -277,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         env["JAX_PLATFORMS"] = "cpu"
         common = list(DRY.items()) + common
         args.steps, args.repeats, args.batches, args.beam_sentences = 2, 1, 2, 8
-        args.matmul_size = 256
+        args.matmul_size, args.jobs = 256, max(args.jobs, 2)
     rows = selected_rows(args.rows)
     base = {"config": os.path.abspath(args.config)}
     timeout = args.row_timeout
@@ -302,13 +310,19 @@ def main(argv: list[str] | None = None) -> int:
         "| MFU (vendor peak) | peak memory (GB) | first step (s) | attention kernels |"
     )
     show("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for name, overrides in rows.items():
-        spec = {**base, "kind": "train", "overrides": common + list(overrides.items())}
-        spec |= {"steps": args.steps, "repeats": args.repeats, "batches": args.batches}
-        show(table_row(name, run_child(spec, timeout, env), matmul["flop/s"], vendor))
-    show()
-    spec = {**base, "kind": "beam", "overrides": common, "sentences": args.beam_sentences}
-    beam = run_child(spec, timeout, env)
+    specs = {
+        name: {**base, "kind": "train", "overrides": common + list(overrides.items())}
+        | {"steps": args.steps, "repeats": args.repeats, "batches": args.batches}
+        for name, overrides in rows.items()
+    }
+    beam_spec = {**base, "kind": "beam", "overrides": common, "sentences": args.beam_sentences}
+    with ThreadPoolExecutor(args.jobs) as pool:  # each row a process of its own
+        running = {name: pool.submit(run_child, spec, timeout, env) for name, spec in specs.items()}
+        beam_running = pool.submit(run_child, beam_spec, timeout, env)
+        for name, result in running.items():  # in row order, each as soon as it is done
+            show(table_row(name, result.result(), matmul["flop/s"], vendor))
+        show()
+        beam = beam_running.result()
     if "sentences/s" in beam:
         show(
             f"beam search (beam 4, alpha 0.6, max source length + 50, batches of 128): "
