@@ -68,7 +68,7 @@ SHAPES = {
     # The base model of the paper; 8 rows of 128 tokens fit comfortably in host memory
     # and keep a step of both frameworks within seconds on two cores.
     "base": Shapes(512, 8, 2048, 6, 32000, batch_size=8, source_length=128, target_length=128),
-    # The base model at configs/base.py's batch (96 rows of 256, ~25k target tokens): GPU.
+    # The base model at configs/base.py's batch (96 rows of 256, ~25k target tokens).
     "base_full": Shapes(
         512, 8, 2048, 6, 32000, batch_size=96, source_length=256, target_length=256
     ),
