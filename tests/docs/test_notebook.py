@@ -190,18 +190,34 @@ def test_install_cell_keeps_jax_and_the_accelerator_packages_at_the_pins(
     assert not {"numpy", "protobuf", "tensorflow-datasets"} & set(pinned)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("runtime", ["tpu", "cuda12"])
-def test_install_cell_resolves_jax_to_the_pins(runtime, monkeypatch, tmp_path):
-    # The cell's command dry-run against the package index (about a minute where the index
-    # serves no separate metadata and pip downloads the wheels).
+@pytest.fixture(scope="module")
+def cell_resolutions(tmp_path_factory):
+    """The install cell's command of a TPU and of a GPU runtime, dry-run against the
+    package index at once, each from a checkout copy: {runtime: (its pins, resolved)}."""
     unreachable = pip_resolve.index_unreachable()
     if unreachable:
         pytest.skip(f"the package index is unreachable from here ({unreachable})")
-    command, pinned = install_command(runtime, monkeypatch, str(tmp_path))
-    checkout = pip_resolve.copy_checkout(str(tmp_path))
-    report = os.path.join(checkout, "report.json")
-    resolved = pip_resolve.resolved(pip_resolve.start_resolving(command, checkout, report), report)
+    started = {}
+    for runtime in ("tpu", "cuda12"):
+        directory = str(tmp_path_factory.mktemp(f"cell-{runtime}"))
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            command, pinned = install_command(runtime, monkeypatch, directory)
+        checkout = pip_resolve.copy_checkout(directory)
+        report = os.path.join(checkout, "report.json")
+        process = pip_resolve.start_resolving(command, checkout, report)
+        started[runtime] = (pinned, process, report)
+    return {
+        runtime: (pinned, pip_resolve.resolved(process, report))
+        for runtime, (pinned, process, report) in started.items()
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["tpu", "cuda12"])
+def test_install_cell_resolves_jax_to_the_pins(runtime, cell_resolutions):
+    # About two minutes where the index serves no separate metadata and pip downloads the
+    # wheels (1.5 GB for CUDA); the two runtimes resolve side by side.
+    pinned, resolved = cell_resolutions[runtime]
     for package in JAX_PACKAGES[runtime]:
         assert resolved.get(package) == pinned[package], (package, resolved.get(package))
     accelerator = {
