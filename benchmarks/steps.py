@@ -68,7 +68,7 @@ SHAPES = {
     # The base model of the paper; 8 rows of 128 tokens fit comfortably in host memory
     # and keep a step of both frameworks within seconds on two cores.
     "base": Shapes(512, 8, 2048, 6, 32000, batch_size=8, source_length=128, target_length=128),
-    # The base model at configs/base.py's batch (96 rows of 256, ~25k target tokens): GPU.
+    # The base model at configs/base.py's batch (96 rows of 256, ~25k target tokens).
     "base_full": Shapes(
         512, 8, 2048, 6, 32000, batch_size=96, source_length=256, target_length=256
     ),
@@ -262,11 +262,15 @@ def torch_trainer(
     betas: tuple[float, float] = (0.9, 0.98),
     eps: float = 1e-9,
     compiled: bool = False,
+    device: str = "cpu",
+    autocast: torch.dtype | None = None,
 ) -> Callable[[Batch], torch.Tensor]:
     """``step(batch) -> loss`` (a 0-d tensor): forward, label-smoothed cross entropy over
     the non-pad targets, backward, clipping to ``clip_norm``, Adam at
     ``learning_rate(i)`` for the i-th update (0-based). ``compiled``: the forward and loss,
-    and the clipping and update, each through ``torch.compile`` (the first step compiles)."""
+    and the clipping and update, each through ``torch.compile`` (the first step compiles).
+    ``device``: where ``model`` lives and the batch goes; ``autocast``: the forward and
+    loss in this dtype (torch.autocast, e.g. torch.bfloat16), parameters float32."""
     # A tensor learning rate lets the compiled update read a new rate without recompiling.
     adam = torch.optim.Adam(
         model.parameters(), lr=torch.tensor(1.0) if compiled else 1.0, betas=betas, eps=eps
@@ -274,7 +278,9 @@ def torch_trainer(
     schedule = torch.optim.lr_scheduler.LambdaLR(adam, learning_rate)
 
     def loss_of(source, target_in, target_out):
-        logits = model(source, target_in)
+        with torch.autocast(device.split(":")[0], autocast, enabled=autocast is not None):
+            logits = model(source, target_in)
+        logits = logits.float()  # the loss in float32, as jaxtrans's
         return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]),
             target_out.reshape(-1),
@@ -290,7 +296,7 @@ def torch_trainer(
         loss_of, update = torch.compile(loss_of), torch.compile(update)
 
     def step(batch: Batch) -> torch.Tensor:
-        loss = loss_of(*(torch.from_numpy(batch[k]).long() for k in BATCH_KEYS))
+        loss = loss_of(*(torch.from_numpy(batch[k]).long().to(device) for k in BATCH_KEYS))
         adam.zero_grad(set_to_none=True)
         loss.backward()
         update()

@@ -1,14 +1,19 @@
 """`pip install -e .` gives the console scripts the README names, and they are the programs
-of train.py, evaluate.py and python -m jaxtrans.plot."""
+of train.py, evaluate.py and python -m jaxtrans.plot; the accelerator installs the README
+and docs/accelerators.md give (the ``cuda12`` and ``tpu`` extras with -c constraints.txt)
+keep jax, jaxlib, the plugins and every package they bring at the pins."""
 
 import importlib.metadata
 import importlib.util
 import os
+import re
 import subprocess
 import sysconfig
 import tomllib
 
+import pip_resolve
 import pytest
+from packaging.requirements import Requirement
 from paths import REPO
 
 import jaxtrans.compile
@@ -81,3 +86,102 @@ def test_constraints_pin_versions_the_public_index_has():
     assert all("==" in pin for pin in pins), [pin for pin in pins if "==" not in pin]
     assert not [pin for pin in pins if "+" in pin]
     assert "torch==2.13.0" in pins
+
+
+# ---------------------------------------------------------------- accelerator installs
+
+# Each accelerator extra: its requirement, and the packages that carry JAX to the chip.
+ACCELERATOR_EXTRAS = {
+    "cuda12": ("jax[cuda12]", ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")),
+    "tpu": ("jax[tpu]", ("jax", "jaxlib", "libtpu")),
+}
+# The documents whose install tables give the accelerator commands.
+INSTALL_DOCS = ("README.md", "docs/accelerators.md")
+
+
+def documented_pip_commands(path: str) -> list[str]:
+    """Every ``pip install ...`` command of a Markdown file: in inline code and in code
+    blocks, split at ``&&``."""
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.compile(r"^```[a-z]*\n(.*?)^```", re.M | re.S)
+    snippets = blocks.findall(text) + re.findall(r"`([^`\n]+)`", blocks.sub("", text))
+    commands = []
+    for snippet in snippets:
+        for line in snippet.splitlines():
+            for part in line.split("&&"):
+                part = part.split("#")[0].strip()
+                if part.startswith("pip install"):
+                    commands.append(part)
+    return commands
+
+
+def accelerator_command(path: str, extra: str) -> str:
+    """The one command of ``path`` that installs ``extra``."""
+    found = [c for c in documented_pip_commands(path) if f'".[{extra}]"' in c]
+    assert len(found) == 1, (path, extra, found)
+    return found[0]
+
+
+def test_accelerator_extras_are_the_jax_builds_at_the_pinned_jax():
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    jax = pip_resolve.pins()["jax"]
+    assert pip_resolve.pins()["jaxlib"] == jax
+    for extra, (requirement, packages) in ACCELERATOR_EXTRAS.items():
+        [declared] = [Requirement(r) for r in extras[extra]]
+        assert f"{declared.name}[{','.join(declared.extras)}]" == requirement
+        assert declared.specifier.contains(jax), (extra, declared, jax)
+        for package in packages:  # pinned, so that -c constraints.txt decides the version
+            assert package in pip_resolve.pins(), package
+
+
+@pytest.mark.parametrize("path", INSTALL_DOCS)
+@pytest.mark.parametrize("extra", sorted(ACCELERATOR_EXTRAS))
+def test_accelerator_install_is_the_extra_with_the_pins(path, extra):
+    assert accelerator_command(path, extra) == f'pip install -c constraints.txt -e ".[{extra}]"'
+
+
+@pytest.mark.parametrize("path", INSTALL_DOCS)
+def test_no_documented_command_installs_jax_around_the_pins(path):
+    # "pip install -U jax[cuda12]" (the install these docs gave before) moves jax to the
+    # newest release, whatever constraints.txt says.
+    for command in documented_pip_commands(path):
+        names_jax = re.search(r"(?<![\w-])jax(lib)?(?![\w-])", command)  # not jaxtrans
+        if names_jax or re.search(r"\.\[[^\]]*(cuda|tpu)", command):
+            assert "-c constraints.txt" in command, command
+            assert not re.search(r"(^|\s)(-U|--upgrade)(\s|$)", command), command
+
+
+@pytest.fixture(scope="module")
+def documented_resolutions(tmp_path_factory):
+    """The README's accelerator commands (docs/accelerators.md gives the same ones, see
+    above), dry-run against the package index at once, each from a checkout copy."""
+    unreachable = pip_resolve.index_unreachable()
+    if unreachable:
+        pytest.skip(f"the package index is unreachable from here ({unreachable})")
+    started = {}
+    for extra in ACCELERATOR_EXTRAS:
+        directory = pip_resolve.copy_checkout(str(tmp_path_factory.mktemp(f"install-{extra}")))
+        report = os.path.join(directory, "report.json")
+        command = accelerator_command("README.md", extra)
+        started[extra] = (pip_resolve.start_resolving(command, directory, report), report)
+    return {extra: pip_resolve.resolved(*started[extra]) for extra in started}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", sorted(ACCELERATOR_EXTRAS))
+def test_documented_accelerator_install_resolves_every_package_to_its_pin(
+    documented_resolutions, extra
+):
+    # About a minute where the index serves no separate metadata (pip then downloads the
+    # wheels, 1.5 GB for CUDA); the two extras resolve side by side.
+    resolved = documented_resolutions[extra]
+    pins = pip_resolve.pins()
+    for package in ACCELERATOR_EXTRAS[extra][1]:
+        assert resolved.get(package) == pins[package], (package, resolved.get(package))
+    assert resolved.pop("jaxtrans") is not None
+    unpinned = {name: version for name, version in resolved.items() if name not in pins}
+    assert not unpinned, f"constraints.txt lacks pins for {unpinned}"
+    moved = {name: (v, pins[name]) for name, v in resolved.items() if v != pins[name]}
+    assert not moved, moved

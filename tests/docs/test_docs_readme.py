@@ -66,8 +66,9 @@ def test_second_quick_start_command_is_what_ci_runs():
 def test_install_covers_cpu_gpu_and_tpu():
     install = section("Install")
     assert "pip install -c constraints.txt -e ." in install
-    assert 'pip install -U "jax[cuda12]"' in install
-    assert 'pip install -U "jax[tpu]"' in install
+    assert 'pip install -c constraints.txt -e ".[cuda12]"' in install
+    assert 'pip install -c constraints.txt -e ".[tpu]"' in install
+    assert "pip install -U" not in install  # an upgrade would leave the pins
 
 
 def test_readme_says_plainly_that_configs_are_code_to_trust():

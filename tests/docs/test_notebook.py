@@ -5,7 +5,11 @@ import ast
 import glob
 import json
 import os
+import shlex
+import tempfile
+import types
 
+import pip_resolve
 import pytest
 from paths import REPO
 
@@ -78,9 +82,9 @@ def test_every_code_cell_is_plain_python():
 def test_notebook_covers_install_devices_tfds_mesh_tensorboard_training_and_bleu():
     code = "\n".join(source(c) for c in load_notebook()["cells"] if c["cell_type"] == "code")
     for needed in (
-        "pip install -q -e '.[tfds]'",
-        '"jax[tpu]"',
-        '"jax[cuda12]"',
+        "pip install -q -c {shlex.quote(JAX_PINS)} -e '.[{EXTRAS}]'",
+        '"tfds,tpu"',
+        '"tfds,cuda12"',
         "jax.devices()",
         "tfds build wmt14_translate/de-en --file_format=array_record",
         "configs/base.py",
@@ -130,3 +134,95 @@ def test_notebook_runs_top_to_bottom_on_cpu_with_the_demo_config(tmp_path, monke
     for png in ("attention.png", "attention-masks.png"):
         with open(os.path.join(workdir, "eval", png), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# The packages that carry JAX to each runtime's chip, which the install keeps at the pins.
+JAX_PACKAGES = {
+    "tpu": ("jax", "jaxlib", "libtpu"),
+    "cuda12": ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt"),
+}
+
+
+def install_command(runtime: str, monkeypatch, directory: str) -> tuple[str, dict[str, str]]:
+    """The install cell run inside the checkout on a ``runtime`` ("tpu", "cuda12" or
+    "cpu") Colab, its shell commands recorded instead of run: (the one pip command, the
+    pins of the constraints file it writes into ``directory``, by canonical name)."""
+    [cell] = [c for c in load_notebook()["cells"] if "install" in tags(c)]
+    commands: list[str] = []
+    tpu_devices = {"/dev/accel*": ["/dev/accel0"]} if runtime == "tpu" else {}
+    namespace = {
+        "os": os,
+        "shlex": shlex,
+        "PYTHON": "python",
+        "REPO_URL": "",
+        "sh": commands.append,
+        "glob": types.SimpleNamespace(glob=lambda pattern: tpu_devices.get(pattern, [])),
+        "shutil": types.SimpleNamespace(
+            which=lambda name: "/usr/bin/nvidia-smi" if runtime == "cuda12" else None
+        ),
+    }
+    monkeypatch.chdir(REPO)  # the notebook opened inside a checkout: no clone
+    monkeypatch.setattr(tempfile, "tempdir", directory)
+    exec(compile(source(cell), f"{NOTEBOOK}:{cell['id']}", "exec"), namespace)
+    [command] = commands
+    pins_file = shlex.split(command)[shlex.split(command).index("-c") + 1]
+    assert os.path.dirname(pins_file) == directory
+    with open(pins_file, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    return command, {name: version for name, version in (line.split("==") for line in lines)}
+
+
+@pytest.mark.parametrize("runtime", ["tpu", "cuda12", "cpu"])
+def test_install_cell_keeps_jax_and_the_accelerator_packages_at_the_pins(
+    runtime, monkeypatch, tmp_path
+):
+    command, pinned = install_command(runtime, monkeypatch, str(tmp_path))
+    extras = "tfds" if runtime == "cpu" else f"tfds,{runtime}"
+    assert command.startswith("python -m pip install -q -c ")
+    assert command.endswith(f"-e '.[{extras}]'")
+    assert "-U" not in shlex.split(command)
+    # The pins are constraints.txt's own lines: jax, jaxlib and every plugin and NVIDIA
+    # wheel the extras bring; not the rest, which Colab's TensorFlow shares.
+    pins = pip_resolve.pins()
+    assert pinned == {name: pins[name] for name in pinned}
+    assert set(JAX_PACKAGES["tpu"] + JAX_PACKAGES["cuda12"]) <= set(pinned)
+    assert {name for name in pins if name.startswith("nvidia-")} <= set(pinned)
+    assert not {"numpy", "protobuf", "tensorflow-datasets"} & set(pinned)
+
+
+@pytest.fixture(scope="module")
+def cell_resolutions(tmp_path_factory):
+    """The install cell's command of a TPU and of a GPU runtime, dry-run against the
+    package index at once, each from a checkout copy: {runtime: (its pins, resolved)}."""
+    unreachable = pip_resolve.index_unreachable()
+    if unreachable:
+        pytest.skip(f"the package index is unreachable from here ({unreachable})")
+    started = {}
+    for runtime in ("tpu", "cuda12"):
+        directory = str(tmp_path_factory.mktemp(f"cell-{runtime}"))
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            command, pinned = install_command(runtime, monkeypatch, directory)
+        checkout = pip_resolve.copy_checkout(directory)
+        report = os.path.join(checkout, "report.json")
+        process = pip_resolve.start_resolving(command, checkout, report)
+        started[runtime] = (pinned, process, report)
+    return {
+        runtime: (pinned, pip_resolve.resolved(process, report))
+        for runtime, (pinned, process, report) in started.items()
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["tpu", "cuda12"])
+def test_install_cell_resolves_jax_to_the_pins(runtime, cell_resolutions):
+    # About two minutes where the index serves no separate metadata and pip downloads the
+    # wheels (1.5 GB for CUDA); the two runtimes resolve side by side.
+    pinned, resolved = cell_resolutions[runtime]
+    for package in JAX_PACKAGES[runtime]:
+        assert resolved.get(package) == pinned[package], (package, resolved.get(package))
+    accelerator = {
+        name: version
+        for name, version in resolved.items()
+        if name != "jaxtrans" and name.startswith(("jax", "nvidia-", "libtpu"))
+    }
+    assert accelerator == {name: pinned.get(name) for name in accelerator}
