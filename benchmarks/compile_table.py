@@ -26,12 +26,11 @@ SLICES = ("v5e-8", "v4-8", "v5p-8", "v6e-8")
 ROWS = {f"{config}/{slice_}": [] for config in ("demo", "base", "big") for slice_ in SLICES}
 # A pod slice of 32 chips on 8 hosts: parameters and optimizer state sharded over fsdp.
 ROWS["big/v5e-32-fsdp"] = ["--config.mesh.data=8", "--config.mesh.fsdp=4"]
-# notebooks/colab_tpu.ipynb on Colab's TPU runtime (one v5e chip): 96 rows, bfloat16.
-ROWS["base/v5e-1-colab"] = [
-    "--config.data.batch_size=96",
-    "--config.mesh.data=-1",
-    "--config.model.dtype=bfloat16",
-]
+# notebooks/colab_tpu.ipynb on Colab's TPU runtime (one v5e chip): base as it is (96 rows
+# from its tokens_per_batch, bfloat16).
+ROWS["base/v5e-1-colab"] = ["--config.mesh.data=-1"]
+# The big-slice case: base's 24,576 tokens a step rounded up to 128 rows for 64 chips.
+ROWS["base/v5p-128"] = []
 # One host of eight H100s, and two such hosts (jax's CUDA plugin, the gpu-compile extra).
 GPU_MACHINES = ("h100-8", "h100-8x2")
 ROWS.update(

@@ -37,6 +37,8 @@ def get_config() -> ml_collections.ConfigDict:
     # The checkpoint to fine-tune: a BERT workdir or a Hugging Face checkpoint directory.
     config.init_from = ""
     config.model = get_model_config()
+    # bfloat16 compute with float32 parameters, as configs/bert_base.py.
+    config.model.dtype = "bfloat16"
 
     # Fine-tuning: labelled test file (.tsv or .jsonl), for the final report.
     config.data.classification_test = ""

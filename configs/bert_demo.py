@@ -23,6 +23,9 @@ def get_config() -> ml_collections.ConfigDict:
     # model without it learns the masked words about twice as fast (docs/bert.md).
     config.model.dropout_rate = 0.0
     config.model.attention_dropout_rate = 0.0
+    # A CPU's recipe: float32 compute (bfloat16 is emulated on a CPU, slower), threefry
+    # dropout masks; configs/bert_base.py's are for GPUs and TPUs.
+    config.model.dtype = "float32"
 
     config.data.train = ""  # the built-in demo corpus
     config.data.vocab_size = 8000  # an upper bound: the demo text yields a few hundred
@@ -39,6 +42,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.checkpoint_every = 500
     config.train.eval_every = 250
     config.train.keep_checkpoints = 2
+    config.train.dropout_rng_impl = "threefry"
 
     config.eval.batch_size = 64
     config.eval.num_batches = 4

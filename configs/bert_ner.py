@@ -56,6 +56,8 @@ def get_config() -> ml_collections.ConfigDict:
     # The checkpoint to fine-tune: a BERT workdir or a Hugging Face checkpoint directory.
     config.init_from = ""
     config.model = get_model_config()
+    # bfloat16 compute with float32 parameters, as configs/bert_base.py.
+    config.model.dtype = "bfloat16"
 
     add_ner_data(config.data)
     config.data.max_seq_length = 128

@@ -32,6 +32,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.max_len = 48
     config.model.dropout_rate = 0.1
     config.model.attention_dropout_rate = 0.0
+    # A CPU's recipe: float32 compute (bfloat16 is emulated on a CPU, slower), threefry
+    # dropout masks; configs/bert_ner.py's are for GPUs and TPUs.
+    config.model.dtype = "float32"
 
     config.data.ner_demo_train_size = 3000
     config.data.ner_demo_eval_size = 500
@@ -48,6 +51,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.checkpoint_every = 600
     config.train.eval_every = 200
     config.train.keep_checkpoints = 1
+    config.train.dropout_rng_impl = "threefry"
 
     config.eval.batch_size = 100
     return config

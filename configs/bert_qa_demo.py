@@ -42,6 +42,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.max_len = 64
     config.model.dropout_rate = 0.0
     config.model.attention_dropout_rate = 0.0
+    # A CPU's recipe: float32 compute (bfloat16 is emulated on a CPU, slower), threefry
+    # dropout masks; configs/bert_qa.py's are for GPUs and TPUs.
+    config.model.dtype = "float32"
 
     # BPE: every word of the stories becomes one piece (an upper bound; about 1,200).
     config.data.spm_model_type = "bpe"
@@ -76,6 +79,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.log_every = 100
     config.train.checkpoint_every = 1000
     config.train.eval_every = 1000
+    config.train.dropout_rng_impl = "threefry"
 
     config.eval.batch_size = 64
     return config

@@ -21,6 +21,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.activation_dropout_rate = 0.0
     config.model.layer_norm_epsilon = 1e-6
     config.model.max_len = 64
+    # A CPU's recipe: float32 compute (bfloat16 is emulated on a CPU, slower), threefry
+    # dropout masks; configs/base.py's are for GPUs and TPUs.
+    config.model.dtype = "float32"
 
     config.data.tfds_name = ""  # the built-in demo corpus
     config.data.source_lang = ""
@@ -30,6 +33,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.max_source_length = 32
     config.data.max_target_length = 32
     config.data.batch_size = 64
+    config.data.tokens_per_batch = 0
 
     # Peak learning rate 0.6 * 128^-0.5 * 150^-0.5 = 3.5e-3 at step 150.
     config.optimizer.noam_factor = 0.6
@@ -40,6 +44,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.checkpoint_every = 200
     config.train.eval_every = 300
     config.train.keep_checkpoints = 3
+    config.train.dropout_rng_impl = "threefry"
 
     config.eval.beam_size = 4
     config.eval.batch_size = 100

@@ -45,6 +45,8 @@ def get_config() -> ml_collections.ConfigDict:
     # The Marian directory to fine-tune (required).
     config.init_from = ""
     config.model = get_model_config()
+    # bfloat16 compute with float32 parameters, as configs/base.py.
+    config.model.dtype = "bfloat16"
 
     # Your sentence pairs: --config.data.train / dev / test (TSV or JSONL files; TFDS with
     # --config.data.tfds_name). The languages name TFDS features and pick BLEU's tokenizer
@@ -55,6 +57,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.data.max_source_length = 128
     config.data.max_target_length = 128
     config.data.batch_size = 32
+    config.data.tokens_per_batch = 0
 
     config.optimizer.schedule = "linear"
     config.optimizer.learning_rate = 5e-5

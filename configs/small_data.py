@@ -39,6 +39,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.model.attention_dropout_rate = 0.0
     config.model.activation_dropout_rate = 0.0
     config.model.max_len = 128
+    # A CPU's recipe: float32 compute (bfloat16 is emulated on a CPU, slower), threefry
+    # dropout masks; configs/base.py's are for GPUs and TPUs.
+    config.model.dtype = "float32"
 
     config.data.tfds_name = ""  # local files: set data.train / data.dev / data.test
     config.data.vocab_size = 8_000
@@ -59,6 +62,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.checkpoint_every = 500
     config.train.eval_every = 0
     config.train.keep_checkpoints = 5
+    config.train.dropout_rng_impl = "threefry"
 
     config.eval.beam_size = 4
     config.eval.alpha = 1.0

@@ -38,6 +38,7 @@ def get_config() -> ml_collections.ConfigDict:
     # puts about as many tokens in each step with a quarter of the padding computed.
     config.data.pack = False
     config.data.batch_size = 64
+    config.data.tokens_per_batch = 0
 
     config.train.num_steps = 0
     config.train.num_epochs = 20

@@ -65,9 +65,8 @@ class BlockConfig:
     # else xla). An attention a kernel cannot take (platform, dtype, mask, decoding steps,
     # attention dropout) runs xla; the run's first log lines say which kernel each
     # attention uses. "splash", "cudnn" and "triton" need attention_dropout_rate = 0. The
-    # old "fused" reads as "xla". The default stays xla until the kernels have run on the
-    # chips themselves.
-    attention_impl: AttentionImpl = "xla"
+    # old "fused" reads as "xla". The default, auto, is xla on a CPU.
+    attention_impl: AttentionImpl = "auto"
     # Recompute each layer's activations in the backward pass to save memory.
     remat: bool = False
     # Run each layer stack as one nn.scan over parameters stacked on a "layers" axis

@@ -74,7 +74,7 @@ def compile_train_step(
     optimizer, schedule = make_optimizer(
         config.optimizer, task.model_config.d_model, int(train.num_steps) or _ANY_LENGTH
     )
-    init = train_state_init(task.init_params, optimizer)
+    init = train_state_init(task.init_params, optimizer, train.dropout_rng_impl)
     state_shardings, abstract = abstract_train_state(init, mesh, jax.random.key(config.seed), rules)
     layout = StepLayout.of(mesh, rules, state_shardings)
     step = jit_train_step(

@@ -24,6 +24,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, sharding
 from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
 from jaxtrans.training.budget import TimeBudget
+from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_step
 from jaxtrans.training.guards import StopSignal, WorkdirLock, finishing_checkpoint_writes
 from jaxtrans.training.metrics import log_window, say
@@ -78,6 +79,8 @@ def train_and_evaluate(
     tokenizer into it), e.g. ``jaxtrans.tasks.load_task``. ``started``: when the program
     started (time.time()), from which train.max_minutes counts; None: the process's start."""
     budget = TimeBudget(config.train.get("max_minutes", 0), started)
+    # Before the backends start: a TPU then draws rbg dropout masks chip by chip.
+    partition_rng_on_tpu(config.train.get("dropout_rng_impl", "threefry"))
     distributed.initialize_from_env()
     is_main = jax.process_index() == 0
     workdir = os.path.abspath(workdir)

@@ -35,6 +35,7 @@ class RunCheckpoints:
     ) -> None:
         """Start writing checkpoint ``step``; ``best``: the step of the best checkpoint,
         kept beyond the newest train.keep_checkpoints (None: none)."""
+        meta = {**meta, "dropout_rng_impl": state.rng_impl}
         try:
             self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta, kept=best)
         except Exception as error:  # orbax reports disk trouble with many exception types
@@ -71,4 +72,28 @@ def restore_state(
             "--workdir"
         ) from error
     step_array = jax.device_put(jnp.asarray(step, jnp.int32), shardings.step)
-    return TrainState(step=step_array, params=params, opt_state=opt_state, rng=rng), meta
+    restored = TrainState(
+        step=step_array, params=params, opt_state=opt_state, rng=rng, rng_impl=abstract.rng_impl
+    )
+    return restored, meta
+
+
+def dropout_rng_impl(checkpointer: Checkpointer, wanted: str) -> tuple[str, str | None]:
+    """The dropout generator of a run whose config asks for ``wanted``, and a note for the
+    console if it is not that: the latest checkpoint's generator (threefry for a checkpoint
+    older than the choice), so that a resumed run draws the masks it would have drawn
+    uninterrupted; ``wanted`` for a new run, or where the checkpoint cannot be read
+    (restoring it then says why)."""
+    latest = checkpointer.latest_step()
+    if latest is None:
+        return wanted, None
+    try:
+        saved = checkpointer.restore_meta(latest).get("dropout_rng_impl", "threefry")
+    except CheckpointUnreadable:
+        return wanted, None
+    if saved == wanted:
+        return wanted, None
+    return saved, (
+        f"train.dropout_rng_impl={wanted}: checkpoint {latest} holds a dropout key of {saved}, "
+        f"kept so that the run resumes exactly (a new --workdir starts with {wanted})"
+    )

@@ -19,6 +19,7 @@ import ml_collections
 from jaxtrans.config_sections import dataclass_section
 from jaxtrans.errors import UserError
 from jaxtrans.training import sharding
+from jaxtrans.training.dropout_rng import DROPOUT_RNG_IMPLS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +92,13 @@ class TrainConfig:
     # A NaN/Inf loss or gradient: "stop" (name the step and tensor, exit) or "skip" the
     # update and count it. Either way no non-finite state is ever saved.
     on_nonfinite: str = "stop"
+    # The generator of the dropout masks: "threefry" (JAX's default: the same masks on every
+    # platform, mesh and JAX version), "rbg" (XLA's RngBitGenerator draws the masks, threefry
+    # derives the keys: cheaper on TPUs; the same masks again on the same platform, mesh and
+    # JAX version only) or "unsafe_rbg" (keys derived by RngBitGenerator too: no promise
+    # across JAX versions, untested key derivation). Parameters are initialised with
+    # threefry whatever this says; a resumed run keeps its checkpoints' generator.
+    dropout_rng_impl: str = "threefry"
     # Peak FLOP/s of one device for MFU (0 = look the device up in a table).
     peak_flops_per_device: float = 0.0
     # Persistent XLA compilation cache directory ("" disables it).
@@ -123,6 +131,11 @@ class TrainConfig:
             )
         if self.on_nonfinite not in ("stop", "skip"):
             raise UserError(f"--config.train.on_nonfinite={self.on_nonfinite!r}: use stop or skip")
+        if self.dropout_rng_impl not in DROPOUT_RNG_IMPLS:
+            raise UserError(
+                f"--config.train.dropout_rng_impl={self.dropout_rng_impl!r}: use "
+                + ", ".join(DROPOUT_RNG_IMPLS)
+            )
         self._check_keep_best()
 
     def _check_keep_best(self) -> None:

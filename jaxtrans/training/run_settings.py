@@ -66,9 +66,16 @@ def batch_rows(
     multiple = math.lcm(data_parallel, processes * accum)
     length = int(data.max_target_length)
     rows = rows_for_tokens(tokens, length, multiple)
+    asked = rows_for_tokens(tokens, length)
+    grown = (
+        f", {rows / asked:.2f}x the {asked} rows asked for: docs/recipes.md says how the "
+        "learning rate follows the batch"
+        if rows > asked
+        else ""
+    )
     say(
         f"data.tokens_per_batch={tokens}: {rows} rows of {length} target tokens a step "
-        f"({rows * length} token slots; rows a multiple of {multiple})",
+        f"({rows * length} token slots; rows a multiple of {multiple}{grown})",
         is_main,
     )
     resolved = copy.deepcopy(config)
@@ -91,9 +98,15 @@ def check_run_settings(
     train = train_settings(config)
     data_parallel = mesh.shape["data"] * mesh.shape["fsdp"]
     if batch_size % data_parallel:
+        by_tokens = (
+            " (or batch_size=0 and data.tokens_per_batch, rounded up to the devices)"
+            if "tokens_per_batch" in config.data
+            else ""
+        )
         raise UserError(
             f"--config.data.batch_size={batch_size} is not divisible by the "
             f"{data_parallel} data-parallel devices; choose a multiple of {data_parallel}"
+            + by_tokens
         )
     accum = int(train.grad_accum_steps)
     local_rows = batch_size // (jax.process_count() if process_count is None else process_count)

@@ -27,12 +27,13 @@ from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.guards import NonFiniteGuard
 from jaxtrans.training.metrics import MetricsWriter, Progress, say
 from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.run_checkpoints import RunCheckpoints, restore_state
+from jaxtrans.training.run_checkpoints import RunCheckpoints, dropout_rng_impl, restore_state
 from jaxtrans.training.run_settings import (
     batch_rows,
     check_run_settings,
     has_time_length_schedule,
     run_length,
+    train_settings,
 )
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step_layout import StepLayout, jit_eval_step
@@ -152,10 +153,17 @@ def set_up_run(
         config.optimizer, task.model_config.d_model, 2**31 - 1 if timed_schedule else num_steps
     )
 
-    # State, laid out over the mesh by the logical-axis rules.
+    # State, laid out over the mesh by the logical-axis rules, with the dropout generator
+    # of the run's checkpoints (a resumed run) or of its config.
+    checkpoints = RunCheckpoints(workdir, config.train)
+    rng_impl, note = dropout_rng_impl(
+        checkpoints.checkpointer, train_settings(config).dropout_rng_impl
+    )
+    if note:
+        say(note, is_main)
     rng = jax.random.key(config.seed)
     state, state_shardings, abstract = init_train_state(
-        task.init_params, optimizer, mesh, rng, rules
+        task.init_params, optimizer, mesh, rng, rules, rng_impl
     )
     batch_sharding = sharding.batch_sharding(mesh)
     replicated = sharding.replicated(mesh)
@@ -166,7 +174,6 @@ def set_up_run(
     guard = NonFiniteGuard(config.train.on_nonfinite, leaf_names, replicated)
     # The dev loss laid out as the train step is: rows over data and fsdp.
     eval_step = jit_eval_step(task, StepLayout.of(mesh, rules, state_shardings))
-    checkpoints = RunCheckpoints(workdir, config.train)
     train_iter = task.train_iterator(config.seed, jax.process_index(), jax.process_count())
     state, meta = _resume(
         task, checkpoints, train_iter, state, state_shardings, abstract, workdir, is_main

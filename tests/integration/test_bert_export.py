@@ -205,6 +205,7 @@ def fine_tune(root, workdir, **model) -> None:
             "data.batch_size": 2, "train.num_steps": 2, "train.eval_every": 0,
             "train.log_every": 1, "train.async_checkpoints": False,
             "model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0,
+            "model.dtype": "float32",  # the recipe's bfloat16 off: compared with transformers
             **{f"model.{key}": value for key, value in model.items()},
         }
     )  # fmt: skip

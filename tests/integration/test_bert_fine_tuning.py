@@ -54,6 +54,7 @@ def classification_config(init_from, train, dev, **overrides):
         {
             "data.max_seq_length": 24,
             "data.batch_size": 16,
+            "model.dtype": "float32",  # the recipe's bfloat16 off: a CPU's float32
             "data.read_threads": 1,
             "optimizer.schedule": "constant",
             "optimizer.learning_rate": 3e-3,

@@ -204,3 +204,19 @@ def test_without_libtpu_the_error_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "libtpu", None)  # import libtpu now fails
     with pytest.raises(UserError, match=r"needs libtpu: pip install .*\[tpu-compile\]"):
         tpu_topologies.compile_only_devices(tpu_topologies.slice_named("v5e-8"))
+
+
+def test_a_step_by_tokens_starts_on_a_v5p_128_with_rows_for_its_64_chips():
+    # base's case in small: 96 rows' worth of tokens do not split over 64 chips; the rows
+    # are rounded up to 128 (2 a chip), on 16 hosts, with rbg dropout masks in bfloat16.
+    overrides = {
+        "data.batch_size": 0,
+        "data.tokens_per_batch": 96 * 24,
+        "model.dtype": "bfloat16",
+        "train.dropout_rng_impl": "rbg",
+    }
+    report = compile_for_slice(tiny(**overrides), "v5p-128", decode=False)
+    assert (report["chips"], report["hosts"]) == (64, 16)
+    assert report["mesh"] == {"data": 64, "fsdp": 1, "tensor": 1}
+    assert report["bytes_per_device"]["batch"] == 2 * 24 * 7 * 4  # 2 rows of 7 int32 arrays
+    assert report["fits"]

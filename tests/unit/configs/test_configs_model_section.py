@@ -9,7 +9,21 @@ from paths import REPO
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from configs import base, bert_base, bert_classify, bert_demo, big, demo, marian_finetune  # noqa: E402
+from configs import (  # noqa: E402
+    base,
+    bert_base,
+    bert_classify,
+    bert_demo,
+    bert_ner,
+    bert_ner_demo,
+    bert_qa,
+    bert_qa_demo,
+    big,
+    demo,
+    marian_finetune,
+    small_data,
+    translation2019zh,
+)
 from jaxtrans.config_sections import dataclass_section  # noqa: E402
 from jaxtrans.models import BertConfig, TransformerConfig  # noqa: E402
 from jaxtrans.nn import BlockConfig  # noqa: E402
@@ -84,7 +98,7 @@ def test_fine_tuning_sets_only_regularisation_and_compute_fields():
         "dtype",
         "param_dtype",
     }
-    assert model.to_dict() == {key: getattr(BertConfig(), key) for key in model}
+    assert model.to_dict() == {key: getattr(BertConfig(dtype="bfloat16"), key) for key in model}
 
 
 def test_marian_fine_tuning_leaves_dropout_to_the_directory_unless_set():
@@ -101,9 +115,9 @@ TRANSFORMER_BASE = {  # Vaswani et al. 2017, Table 3 "base", with tensor2tensor'
     "d_ff": 2048,
     "num_encoder_layers": 6,
     "num_decoder_layers": 6,
-    "dropout_rate": 0.1,
-    "attention_dropout_rate": 0.1,
-    "activation_dropout_rate": 0.1,
+    "dropout_rate": 0.1,  # P_drop: residual branches and embeddings only, as fairseq's
+    "attention_dropout_rate": 0.0,
+    "activation_dropout_rate": 0.0,
     "activation": "relu",
     "norm": "post",
     "position": "sinusoidal",
@@ -121,8 +135,7 @@ def test_base_is_the_papers_base_model():
 def test_big_is_the_papers_big_model():
     model = big.get_config().model
     expected = TRANSFORMER_BASE | {"d_model": 1024, "num_heads": 16, "d_ff": 4096}
-    expected |= {"dropout_rate": 0.3, "attention_dropout_rate": 0.3}
-    expected |= {"activation_dropout_rate": 0.3}
+    expected |= {"dropout_rate": 0.3}
     assert {key: model[key] for key in expected} == expected
 
 
@@ -144,3 +157,30 @@ def test_bert_base_is_released_bert_base():
         "layer_norm_epsilon": 1e-12,
     }
     assert {key: model[key] for key in expected} == expected
+
+
+# The recipes meant for GPUs and TPUs, and those sized for a CPU.
+ACCELERATOR = [base, big, translation2019zh, marian_finetune, bert_base, bert_classify,
+               bert_ner, bert_qa]  # fmt: skip
+CPU = [demo, small_data, bert_demo, bert_ner_demo, bert_qa_demo]
+
+
+@pytest.mark.parametrize("config", ACCELERATOR, ids=lambda c: c.__name__.split(".")[-1])
+def test_accelerator_recipes_compute_in_bfloat16_on_float32_parameters_with_rbg(config):
+    run = config.get_config()
+    assert (run.model.dtype, run.model.param_dtype) == ("bfloat16", "float32")
+    assert run.train.dropout_rng_impl == "rbg"
+    assert run.model.attention_impl == "auto"
+
+
+@pytest.mark.parametrize("config", CPU, ids=lambda c: c.__name__.split(".")[-1])
+def test_cpu_recipes_keep_float32_and_threefry(config):
+    run = config.get_config()
+    assert (run.model.dtype, run.model.param_dtype) == ("float32", "float32")
+    assert run.train.dropout_rng_impl == "threefry"
+
+
+def test_the_bert_recipes_keep_berts_attention_dropout():
+    # attention_probs_dropout_prob 0.1 (docs/bert.md): their attention runs xla.
+    for config in (bert_base, bert_classify, bert_ner, bert_qa):
+        assert config.get_config().model.attention_dropout_rate == 0.1

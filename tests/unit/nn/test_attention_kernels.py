@@ -120,7 +120,7 @@ def test_a_kernel_asked_for_off_its_platform_gives_way_to_xla_saying_why():
 def test_the_old_fused_reads_as_xla_and_a_bad_value_names_the_new_ones():
     assert BlockConfig(attention_impl="fused").attention_impl == "xla"
     assert BlockConfig.from_dict({"attention_impl": "fused"}).attention_impl == "xla"
-    assert BlockConfig().attention_impl == "xla"  # until splash and cudnn ran on chips
+    assert BlockConfig().attention_impl == "auto"  # xla on a CPU
     assert ak.attention_kernel("fused", "gpu", "bfloat16", "padding") == ("xla", None)
     with pytest.raises(ValueError) as error:
         BlockConfig(attention_impl="flash")
@@ -154,7 +154,7 @@ def test_the_start_up_line_names_the_kernel_of_each_attention():
         BlockConfig(attention_impl="auto", attention_dropout_rate=0.0, dtype="bfloat16"), "gpu"
     )
     assert bert_gpu == "attention kernels (attention_impl=auto, gpu, bfloat16): encoder self cudnn"
-    default = ak.describe_attention_kernels(BlockConfig(), "tpu")
+    default = ak.describe_attention_kernels(BlockConfig(attention_impl="xla"), "tpu")
     assert default == "attention kernels (attention_impl=xla, tpu, float32): encoder self xla"
     dropping = ak.describe_attention_kernels(
         BlockConfig(attention_impl="auto", attention_dropout_rate=0.1), "tpu"
