@@ -59,7 +59,7 @@ def run(out: str, chunk_tokens: int, data: int, fsdp: int, tensor: int) -> None:
         compiled = step.lower(params, batch).compile()
         grads, sums = compiled(params, batch)
     kinds = r"(all-gather|all-to-all|collective-permute|all-reduce|reduce-scatter)"
-    collectives = sorted(set(re.findall(rf"= \S+ {kinds}(?:-start)?\(", compiled.as_text())))
+    collectives = sorted(set(re.findall(rf"\s{kinds}(?:-start)?\(", compiled.as_text())))
     leaves = jax.tree_util.tree_leaves_with_path(grads)
     np.savez(
         out,
