@@ -32,6 +32,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+# The logical axes of a chunk's logits (jaxtrans.training.sharding's rules: rows over the
+# data axes, the vocabulary over tensor); outside a mesh and its rules, no constraint.
+LOGITS_AXES = ("batch", "length", "vocab")
+
 
 def chunk_positions(rows: int, length: int, tokens: int) -> tuple[int, int]:
     """(positions per chunk, chunks) for ``rows`` rows of ``length`` positions and chunks
@@ -108,7 +112,8 @@ def _chunk(x: jnp.ndarray, index, positions: int) -> jnp.ndarray:
 
 
 def _logits(h: jnp.ndarray, kernel: jnp.ndarray, bias: jnp.ndarray | None, dtype) -> jnp.ndarray:
-    """h [rows, p, d_model] -> float32 logits [rows, p, vocab]: products in ``dtype``."""
+    """h [rows, p, d_model] -> float32 logits [rows, p, vocab]: products in ``dtype``; the
+    rows laid out as the batch and the vocabulary as the kernel's (LOGITS_AXES)."""
     logits = jax.lax.dot_general(
         h.astype(dtype),
         kernel.astype(dtype),
@@ -117,7 +122,7 @@ def _logits(h: jnp.ndarray, kernel: jnp.ndarray, bias: jnp.ndarray | None, dtype
     )
     if bias is not None:
         logits = logits + bias.astype(jnp.float32)
-    return logits
+    return nn.with_logical_constraint(logits, LOGITS_AXES)
 
 
 def _target_mask(logits: jnp.ndarray, targets: jnp.ndarray) -> jnp.ndarray:
