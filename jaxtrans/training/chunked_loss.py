@@ -23,6 +23,10 @@ float32 that is the plain path's arithmetic (which projects in the compute dtype
 casts to float32); in bfloat16 the plain path rounds its logits to bfloat16 first, so the
 two agree to bfloat16's rounding, not exactly. d_kernel and d_bias are accumulated over the
 chunks in float32.
+
+BERT's masked LM keeps its plain loss: it projects only the masked positions to the
+vocabulary (BertForPretraining's ``masked_positions``, data.max_predictions_per_seq of them
+a row: 20 of 128 positions at the defaults), not every position.
 """
 
 import functools
