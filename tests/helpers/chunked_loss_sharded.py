@@ -5,7 +5,8 @@ eight forced CPU devices by tests/integration/test_chunked_loss_sharded.py.
 
 For each mesh writes OUTDIR/DATAxFSDPxTENSOR-CHUNK_TOKENS.npz: the loss sums and the
 gradient of every parameter (gathered), and ``collectives``: the names of the collective
-operations in the compiled program (all-gather, all-to-all, ... once each, sorted).
+operations in the compiled program (all-gather, all-to-all, ... once each, sorted), and
+``batch_shards``: the parts the chunked loss takes the rows to be split into there.
 """
 
 import re
@@ -20,6 +21,7 @@ from parallel_step import DATA, VOCAB, fixed_batch
 from jaxtrans.models import TransformerConfig
 from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training import sharding
+from jaxtrans.training.chunked_loss import batch_shards
 
 
 def run(out: str, chunk_tokens: int, data: int, fsdp: int, tensor: int) -> None:
@@ -57,6 +59,7 @@ def run(out: str, chunk_tokens: int, data: int, fsdp: int, tensor: int) -> None:
         )
         batch = jax.device_put(fixed_batch(), sharding.batch_sharding(mesh))
         compiled = step.lower(params, batch).compile()
+        shards = batch_shards()
         grads, sums = compiled(params, batch)
     kinds = r"(all-gather|all-to-all|collective-permute|all-reduce|reduce-scatter)"
     collectives = sorted(set(re.findall(rf"\s{kinds}(?:-start)?\(", compiled.as_text())))
@@ -64,6 +67,7 @@ def run(out: str, chunk_tokens: int, data: int, fsdp: int, tensor: int) -> None:
     np.savez(
         out,
         collectives=np.array(collectives, dtype=str),
+        batch_shards=np.array(shards),
         **{f"sum_{k}": np.asarray(v) for k, v in sums.items()},
         **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves},
     )

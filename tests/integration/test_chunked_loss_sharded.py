@@ -39,8 +39,8 @@ def results(tmp_path_factory):
 def test_chunked_loss_on_a_mesh_equals_the_whole_logits_on_one_device(results, mesh):
     want = np.load(results / "1x1x1-0.npz")
     got = np.load(results / f"{mesh}-{CHUNK}.npz")
-    keys = set(want.files) - {"collectives"}
-    assert keys == set(got.files) - {"collectives"}
+    keys = set(want.files) - {"collectives", "batch_shards"}
+    assert keys == set(got.files) - {"collectives", "batch_shards"}
     largest = max(np.abs(want[k]).max() for k in keys if not k.startswith("sum_"))
     for key in sorted(keys):
         if key.startswith("sum_"):
@@ -54,3 +54,9 @@ def test_chunked_loss_on_a_mesh_equals_the_whole_logits_on_one_device(results, m
 
 def test_data_parallel_chunked_loss_gathers_nothing(results):
     assert list(np.load(results / f"8x1x1-{CHUNK}.npz")["collectives"]) == ["all-reduce"]
+
+
+@pytest.mark.parametrize("mesh, shards", [("1x1x1", 1), ("8x1x1", 8), ("2x2x2", 4)])
+def test_the_loss_chunks_each_devices_rows(results, mesh, shards):
+    """chunk_tokens counts one device's tokens: the rows are split over data x fsdp."""
+    assert int(np.load(results / f"{mesh}-{CHUNK}.npz")["batch_shards"]) == shards
