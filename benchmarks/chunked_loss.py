@@ -43,11 +43,13 @@ from jaxtrans.training.chunked_loss import (  # noqa: E402
 from jaxtrans.training.loss import label_smoothed_cross_entropy  # noqa: E402
 
 # name: (rows, target length, d_model, vocabulary): configs/base.py's and big's batch
-# (96 rows of 256 target positions, a 32k shared vocabulary), and a small one to check.
+# (96 rows of 256 target positions, a 32k shared vocabulary), a small one to check, demo's.
 SHAPES = {
     "base": (96, 256, 512, 32000),
     "big": (96, 256, 1024, 32000),
     "small": (16, 64, 128, 4000),
+    # configs/demo.py's batch (64 rows of 32, d_model 128, a 1000-piece vocabulary): CPU.
+    "demo": (64, 32, 128, 1000),
 }
 SMOOTHING = 0.1
 MIB = 2**20
