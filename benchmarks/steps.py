@@ -120,9 +120,15 @@ def jaxtrans_config(shapes: Shapes, **overrides) -> TransformerConfig:
     return TransformerConfig.from_dict(model)
 
 
-def translation_task(config: TransformerConfig, shapes: Shapes) -> TranslationTask:
-    """The library's translation task (loss, counts, FLOPs) for this model and batch."""
+def translation_task(
+    config: TransformerConfig, shapes: Shapes, loss_chunk_tokens: int | None = None
+) -> TranslationTask:
+    """The library's translation task (loss, counts, FLOPs) for this model and batch;
+    ``loss_chunk_tokens``: train.loss_chunk_tokens (None: the default, the chunked loss;
+    0: the whole logits)."""
     run = get_config()
+    if loss_chunk_tokens is not None:
+        run.train.loss_chunk_tokens = loss_chunk_tokens
     run.data.update(
         batch_size=shapes.batch_size,
         max_source_length=shapes.source_length,
@@ -137,14 +143,15 @@ def jaxtrans_step(
     seed: int = 0,
     donate: bool = True,
     devices: int = 1,
+    loss_chunk_tokens: int | None = None,
 ) -> tuple[Callable[[Batch], dict], Callable[[], None]]:
     """(step, sync): ``step(batch)`` runs one jitted update of a state it holds (donated to
     the update, as in the training loop, unless ``donate=False``) and returns its metrics;
     ``sync()`` waits until the last update is done; ``step.compile_ahead(batch)`` compiles
     the update before the first step and times the tracing and the compiling. With
     ``devices`` > 1 the batch rows are split over that many devices (the mesh's data
-    axis), as the loop does on several."""
-    task = translation_task(config, shapes)
+    axis), as the loop does on several. ``loss_chunk_tokens``: see translation_task."""
+    task = translation_task(config, shapes, loss_chunk_tokens)
     run = task.config
     optimizer, schedule = make_optimizer(run.optimizer, config.d_model, run.train.num_steps)
     mesh = sharding.make_mesh(run.mesh, jax.devices()[:devices])

@@ -13,11 +13,14 @@ shared machine falls on both alike; the table reports medians and their ratio.
     python benchmarks/train_step.py --shapes small_32x128,small_64x64 --scan_layers
     python benchmarks/train_step.py --shapes small --rounds 9
     python benchmarks/train_step.py --shapes base --rounds 3 --steps 1
+    python benchmarks/train_step.py --shapes small --whole_logits --no_torch_compile
     python benchmarks/train_step.py --quick             # a tiny model, seconds, no compile
 
 Rows: jaxtrans (the layers looped, one block per layer); jaxtrans, N CPU devices (the
 CPU split into N JAX devices and the batch over them, the loop's data-parallel mesh);
 with --scan_layers, jaxtrans, scan layers (each stack one nn.scan, model.scan_layers);
+with --whole_logits, jaxtrans, whole logits (the loss from the whole batch's logits,
+train.loss_chunk_tokens=0, against the chunked loss of the jaxtrans row);
 torch (eager); torch.compile (the same model and step through inductor, steps.py; its
 first step, which compiles, is reported apart and not timed; --no_torch_compile drops
 it). The ratios are jaxtrans's target tokens/s over each PyTorch row's. GFLOP/s are the
@@ -59,6 +62,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--scan_layers", action="store_true", help="add a jaxtrans row with the layers scanned"
+    )
+    parser.add_argument(
+        "--whole_logits",
+        action="store_true",
+        help="add a jaxtrans row whose loss takes the whole logits (train.loss_chunk_tokens=0)",
     )
     parser.add_argument(
         "--no_torch_compile", action="store_true", help="drop the torch.compile row"
@@ -106,7 +114,9 @@ def build(spec: dict) -> tuple[Callable[[], object], Callable[[], object]]:
         return lambda: torch_step(batch), lambda: torch.mm(b, b)
     jax.config.update("jax_num_cpu_devices", spec["devices"])
     config = steps.jaxtrans_config(shapes, scan_layers=spec["scan_layers"])
-    jax_step, sync = steps.jaxtrans_step(config, shapes, devices=spec["devices"])
+    jax_step, sync = steps.jaxtrans_step(
+        config, shapes, devices=spec["devices"], loss_chunk_tokens=spec.get("loss_chunk_tokens")
+    )
     a = jnp.ones((size, size), jnp.float32)
     product = jax.jit(lambda x: x @ x)
     product(a).block_until_ready()
@@ -182,6 +192,8 @@ def runner_specs(shape_name: str, args, devices: int) -> dict[str, dict]:
         specs[f"jaxtrans, {devices} CPU devices"] = {**jaxtrans, "devices": devices}
     if args.scan_layers:
         specs["jaxtrans, scan layers"] = {**jaxtrans, "scan_layers": True}
+    if args.whole_logits:
+        specs["jaxtrans, whole logits"] = {**jaxtrans, "loss_chunk_tokens": 0}
     specs["torch"] = {**base, "framework": "torch", "matmul": "torch"}
     if not args.no_torch_compile:
         specs["torch.compile"] = {**base, "framework": "torch", "compiled": True}

@@ -199,10 +199,14 @@ class Transformer(nn.Module):
         target_segments: jnp.ndarray | None = None,
         target_positions: jnp.ndarray | None = None,
         deterministic: bool = True,
+        return_hidden: bool = False,
     ) -> jnp.ndarray:
         """Decoder inputs target [batch, tgt_len] -> float32 logits [batch, tgt_len, vocab].
 
         ``source`` ids (or ``source_segments``) say which memory positions are real.
+        ``return_hidden``: the decoder's last states [batch, tgt_len, d_model] (in the
+        compute dtype) instead, the logits' input, for a loss that projects them itself
+        with ``output_projection()`` (jaxtrans.training.chunked_loss).
 
         With ``config.decode``: ``target`` holds the tokens of the next step(s) only,
         ``target_positions`` their position ids, and ``memory=None`` reuses the
@@ -228,6 +232,8 @@ class Transformer(nn.Module):
             self.target_embedding, learned, target, target_positions, deterministic, zero_start
         )
         y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
+        if return_hidden:
+            return y
         logits = self._project(y).astype(jnp.float32)
         if cfg.final_logits_bias:
             logits = logits + self.logits_bias.astype(jnp.float32)
@@ -246,6 +252,21 @@ class Transformer(nn.Module):
             return jnp.dot(y, kernel)
         return self.target_embedding.attend(y)
 
+    def output_projection(self) -> tuple[jnp.ndarray, jnp.ndarray | None]:
+        """(kernel [d_model, vocab], bias [vocab] or None) in the parameters' dtype: decode's
+        logits are hidden @ kernel (+ bias), the tied embedding transposed or the untied
+        dense layer's kernel and bias, with final_logits_bias as the bias when configured.
+        Reads the parameters only; call it in the same apply as the decoder to
+        differentiate through them."""
+        cfg = self.config
+        if not cfg.tie_output:
+            if self.is_initializing() and not self.output.has_variable("params", "kernel"):
+                self.output(jnp.zeros((1, cfg.d_model), cfg.compute_dtype))
+            params = nn.meta.unbox(self.output.variables["params"])
+            return params["kernel"], params["bias"]
+        bias = self.logits_bias if cfg.final_logits_bias else None
+        return self.output_kernel(), bias
+
     def output_kernel(self) -> jnp.ndarray:
         """The tied output projection as [d_model, vocab], the embedding table transposed;
         stored as ``memory_cache`` variable OUTPUT_KERNEL, decoding steps read it instead."""
@@ -260,8 +281,10 @@ class Transformer(nn.Module):
         source_positions: jnp.ndarray | None = None,
         target_positions: jnp.ndarray | None = None,
         deterministic: bool = True,
+        return_hidden: bool = False,
     ) -> jnp.ndarray:
-        """Teacher forcing: source [batch, src_len], target inputs [batch, tgt_len] -> logits."""
+        """Teacher forcing: source [batch, src_len], target inputs [batch, tgt_len] -> logits
+        (``return_hidden``: the decoder's last states, see decode)."""
         memory = self.encode(source, source_segments, source_positions, deterministic)
         return self.decode(
             memory,
@@ -271,4 +294,5 @@ class Transformer(nn.Module):
             target_segments,
             target_positions,
             deterministic,
+            return_hidden,
         )

@@ -87,6 +87,11 @@ class TrainConfig:
     async_checkpoints: bool = True
     # Label smoothing epsilon (0.1 in the paper).
     label_smoothing: float = 0.1
+    # Translation: the loss projects the decoder's states to the vocabulary this many
+    # target tokens (of one device's rows) at a time, never holding the whole batch's
+    # logits (jaxtrans/training/chunked_loss.py); same loss and gradient to float
+    # rounding. 0 = the model's logits of the whole batch, then the loss.
+    loss_chunk_tokens: int = 2048
     # Split each step's batch into this many micro-batches (same update, less memory).
     grad_accum_steps: int = 1
     # A NaN/Inf loss or gradient: "stop" (name the step and tensor, exit) or "skip" the
@@ -128,6 +133,12 @@ class TrainConfig:
             raise UserError(
                 f"--config.train.max_minutes={minutes!r}: use a number of minutes >= 0 "
                 "(0 = no limit)"
+            )
+        chunk = self.loss_chunk_tokens
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
+            raise UserError(
+                f"--config.train.loss_chunk_tokens={chunk!r}: use a whole number of tokens "
+                ">= 0 (0 = the whole batch's logits at once)"
             )
         if self.on_nonfinite not in ("stop", "skip"):
             raise UserError(f"--config.train.on_nonfinite={self.on_nonfinite!r}: use stop or skip")

@@ -37,9 +37,9 @@ from jaxtrans.tasks.translation.decoding_settings import (
     target_language,
 )
 from jaxtrans.tasks.translation.translation_compile import vocabulary_without_data
+from jaxtrans.tasks.translation.translation_loss import translation_loss_sums
 from jaxtrans.tasks.translation.translation_predict import answer_lines
 from jaxtrans.training import sharding
-from jaxtrans.training.loss import label_smoothed_cross_entropy
 
 
 def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collections.ConfigDict:
@@ -205,20 +205,9 @@ class TranslationTask(Task):
         return {"tokens": jnp.sum(batch["target_out"] != self.model_config.pad_id)}
 
     def loss_sums(self, params, batch: Batch, rng, deterministic: bool):
-        logits = self.model.apply(
-            {"params": params},
-            batch["source"],
-            batch["target_in"],
-            batch.get("source_segments"),
-            batch.get("target_segments"),
-            batch.get("source_positions"),
-            batch.get("target_positions"),
-            deterministic=deterministic,
-            rngs=None if rng is None else {"dropout": rng},
+        return translation_loss_sums(
+            self.model, self.model_config, self.config.train, params, batch, rng, deterministic
         )
-        weights = batch["target_out"] != self.model_config.pad_id
-        smoothing = float(self.config.train.label_smoothing)
-        return label_smoothed_cross_entropy(logits, batch["target_out"], weights, smoothing)
 
     def objective(self, sums, counts):
         return sums["loss"] / jnp.maximum(counts["tokens"], 1)

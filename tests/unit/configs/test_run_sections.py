@@ -57,6 +57,8 @@ def test_decoding_defaults_are_the_eval_section_defaults():
         ({"num_steps": 5, "num_epochs": 2}, "set one of them, the other to 0"),
         ({"max_minutes": -1.0}, "--config.train.max_minutes=-1.0: use a number of minutes"),
         ({"on_nonfinite": "ignore"}, "on_nonfinite='ignore': use stop or skip"),
+        ({"loss_chunk_tokens": -1}, "--config.train.loss_chunk_tokens=-1: use a whole number"),
+        ({"loss_chunk_tokens": 2.5}, "--config.train.loss_chunk_tokens=2.5: use a whole number"),
     ],
 )
 def test_the_train_section_checks_its_own_values(changes, message):
