@@ -15,9 +15,11 @@ write runs until the next save, wait or close) and removed when the last one end
 after a failure it stays, because the abandoned work reports whenever it is collected,
 often only at exit.
 
-Reports of errors (asyncio's log records, unraisable exceptions) are dropped only once one
-of our operations has failed and said so in its own error: before that, an error from
-orbax's code may be the only sign that a write in flight went wrong, so it is shown.
+asyncio's error records (a task's exception nobody retrieved, a failed callback) are dropped
+only once one of our operations has failed and said so in its own error: before that, an
+error from orbax's code may be the only sign that a write in flight went wrong, so it is
+shown. (Unraisable reports and coroutines never awaited are what an operation abandons as
+it fails, before its error reaches us; they are dropped while it runs.)
 """
 
 import contextlib
@@ -102,9 +104,6 @@ class AbandonedWork(logging.Filter):
     # the interpreter's exit, say) lets it through.
 
     def unraisable(self, report) -> None:
-        if not self.failed:  # no failure reported yet: this may be the one
-            self.previous_hook(report)
-            return
         try:
             code = getattr(report.object, "cr_code", None)  # a coroutine being collected
             orbax = (code and code.co_filename.startswith(ORBAX_DIR)) or _is_from_orbax(
