@@ -199,7 +199,10 @@ def test_the_documented_int8_conversion_of_a_marian_export_runs_and_translates(
     )  # fmt: skip
     assert sum(map(bool, translated)) >= 0.9 * len(sentences)
     reference = ctranslate2.Translator(float32, device="cpu")
-    targets = [r.hypotheses[0] for r in reference.translate_batch(sources, beam_size=4)]
+    targets = translate_tokens(
+        reference, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
+        sources_end_with_eos=True,
+    )  # fmt: skip
     exact = np.array([np.mean(r.log_probs) for r in reference.score_batch(sources, targets)])
     quantized = np.array([np.mean(r.log_probs) for r in model.score_batch(sources, targets)])
     assert np.abs(quantized - exact).mean() < 0.5
