@@ -8,26 +8,29 @@ Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
 holds another model restores as ``CheckpointUnreadable``; any other error while restoring
 is a bug and is raised as it is. A writer keeps the newest K checkpoints and, outside that
-rotation, the one its saves name (the best dev evaluation, train.keep_best). Which
-checkpoint ``--checkpoint`` names, and its parameters: jaxtrans.checkpoint_choice.
+rotation, the one its saves name (the best dev evaluation, train.keep_best); it deletes
+older checkpoints only after checking that the newest is complete on disk, and a commit
+that did not happen raises ``CheckpointNotWritten``. Which checkpoint ``--checkpoint``
+names, and its parameters: jaxtrans.checkpoint_choice. What failed orbax operations leave
+behind: jaxtrans.orbax_reports.
 """
 
+import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
 import logging
 import os
 import re
-import sys
 import traceback
-import warnings
-from types import TracebackType
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
 from jaxtrans.errors import describe
+from jaxtrans.orbax_reports import ORBAX_DIR, abandoned_work, operation
 from jaxtrans.process_json import ProcessJsonRestore, ProcessJsonSave
 
 CHECKPOINT_DIR = "checkpoints"
@@ -35,137 +38,6 @@ CHECKPOINT_DIR = "checkpoints"
 
 def checkpoint_dir(workdir: str) -> str:
     return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
-
-
-# ------------------------------------------------------------ what a failed operation leaves
-
-# When one TensorStore read or write of a checkpoint fails, orbax raises that error (the
-# callers report it in one line) and closes its event loop, abandoning the sibling reads
-# and writes it had started. They finish later, and Python reports each one as it goes:
-# TensorStore's callbacks into the closed loop ("Event loop is closed"), orbax coroutines
-# that raise as they are collected ("Exception ignored in: <coroutine ...>"), tasks that
-# nobody awaits any more ("Task exception was never retrieved", "Task was destroyed but it
-# is pending!") and coroutines that never started ("coroutine ... was never awaited"):
-# dozens of tracebacks that say nothing the one line does not. _AbandonedWork drops exactly
-# those, recognised by where they come from (orbax's code, or a TensorStore future), and
-# passes every other report on. It is installed while an operation of ours runs (an async
-# write runs until the next save, wait or close) and removed when the last one ends well;
-# after a failure it stays, because the abandoned work reports whenever it is collected,
-# often only at exit.
-_ORBAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(ocp.__file__))) + os.sep
-
-
-def _is_tensorstore_future(value: Any) -> bool:
-    return type(value).__module__.startswith("tensorstore") and type(value).__name__ == "Future"
-
-
-# TensorStore raises its errors from C++ as "CODE: ..." with no Python frames to trace.
-_TENSORSTORE_STATUS = re.compile(
-    r"(OUT_OF_RANGE|NOT_FOUND|DATA_LOSS|FAILED_PRECONDITION|INVALID_ARGUMENT|UNKNOWN|"
-    r"INTERNAL|CANCELLED|ABORTED|UNAVAILABLE|RESOURCE_EXHAUSTED): .*(OCDBT|TensorStore|"
-    r"tensorstore|zarr|local file)",
-    re.S,
-)
-
-
-def _is_tensorstore_status(error: BaseException) -> bool:
-    """An error TensorStore set on a future of an abandoned read (after a failure only)."""
-    return bool(_TENSORSTORE_STATUS.match(str(error)))
-
-
-def _is_from_orbax(tb: TracebackType | None) -> bool:
-    """Whether a traceback runs through orbax's code or waits for a TensorStore future
-    (asyncio's frames hold it: ``call_soon_threadsafe``'s arguments, ``_wrap_awaitable``'s
-    awaitable)."""
-    for frame, _ in traceback.walk_tb(tb):
-        if frame.f_code.co_filename.startswith(_ORBAX_DIR):
-            return True
-        for value in frame.f_locals.values():
-            if any(map(_is_tensorstore_future, value if type(value) is tuple else (value,))):
-                return True
-    return False
-
-
-class _AbandonedWork(logging.Filter):
-    """Drops the reports of what failed orbax operations abandoned (see above): a
-    ``sys.unraisablehook``, a filter of the asyncio logger, and the report of coroutines
-    never awaited (``warnings._warn_unawaited_coroutine``), each passing on what is not
-    orbax's."""
-
-    def __init__(self):
-        super().__init__()
-        self.running = 0  # our orbax operations running now
-        self.failed = False  # one failed: what it abandoned may report at any time
-        self.previous_hook = self.previous_unawaited = None
-
-    def begin(self) -> None:
-        if self.running == 0 and not self.failed:
-            self.previous_hook = sys.unraisablehook
-            sys.unraisablehook = self.unraisable
-            logging.getLogger("asyncio").addFilter(self)
-            self.previous_unawaited = getattr(warnings, "_warn_unawaited_coroutine", None)
-            if self.previous_unawaited is not None:
-                warnings._warn_unawaited_coroutine = self.unawaited
-        self.running += 1
-
-    def end(self, failed: bool) -> None:
-        self.running -= 1
-        self.failed = self.failed or failed
-        if self.running == 0 and not self.failed:
-            if sys.unraisablehook == self.unraisable:  # else someone replaced it since
-                sys.unraisablehook = self.previous_hook
-            logging.getLogger("asyncio").removeFilter(self)
-            if self.previous_unawaited is not None:
-                warnings._warn_unawaited_coroutine = self.previous_unawaited
-
-    # Each report is dropped only if it is known to be orbax's; a check that fails (late in
-    # the interpreter's exit, say) lets it through.
-
-    def unraisable(self, report) -> None:
-        try:
-            code = getattr(report.object, "cr_code", None)  # a coroutine being collected
-            orbax = (code and code.co_filename.startswith(_ORBAX_DIR)) or _is_from_orbax(
-                report.exc_traceback
-            )
-        except Exception:
-            orbax = False
-        if not orbax:
-            self.previous_hook(report)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            error = record.exc_info[1] if record.exc_info else None
-            # "Task was destroyed but it is pending!" names the coroutine and its file.
-            return not (
-                (error and _is_from_orbax(error.__traceback__))
-                or _ORBAX_DIR in record.getMessage()
-                or (self.failed and error is not None and _is_tensorstore_status(error))
-            )
-        except Exception:
-            return True
-
-    def unawaited(self, coroutine) -> None:
-        try:
-            orbax = coroutine.cr_code.co_filename.startswith(_ORBAX_DIR)
-        except Exception:
-            orbax = False
-        if not orbax:
-            self.previous_unawaited(coroutine)
-
-
-_abandoned_work = _AbandonedWork()
-
-
-@contextlib.contextmanager
-def _operation():
-    """An orbax read or write; what it abandons if it fails is not reported."""
-    _abandoned_work.begin()
-    try:
-        yield
-    except BaseException:
-        _abandoned_work.end(failed=True)
-        raise
-    _abandoned_work.end(failed=False)
 
 
 # ------------------------------------------------------------------------ restore errors
@@ -181,7 +53,7 @@ _ANOTHER_MODEL = (
     "tree structures do not match",  # parameters we lack
 )
 _MISSING_ITEM = "was not found in the checkpoint"  # KeyError: e.g. the params/ directory
-_ORBAX_METADATA = os.path.join(_ORBAX_DIR, "checkpoint", "_src", "metadata", "")  # its JSON
+_ORBAX_METADATA = os.path.join(ORBAX_DIR, "checkpoint", "_src", "metadata", "")  # its JSON
 
 
 def _is_damaged_or_foreign(error: BaseException | None) -> bool:
@@ -219,7 +91,7 @@ class CheckpointUnreadable(Exception):
 def _restoring(step: int):
     """An orbax read of checkpoint ``step``; damage becomes CheckpointUnreadable, any other
     error is raised as it is."""
-    with _operation():
+    with operation():
         try:
             yield
         except Exception as error:
@@ -231,27 +103,45 @@ def _restoring(step: int):
 # ----------------------------------------------------------------------------- checkpointer
 
 
-@dataclasses.dataclass
-class _KeptStep(ocp.checkpoint_managers.PreservationPolicy):
-    """An orbax preservation policy: the checkpoint of ``step`` (None: none) is kept."""
+class CheckpointNotWritten(Exception):
+    """Orbax reported checkpoint ``step`` saved, but its directory is not a complete
+    checkpoint (orbax 0.12.8 takes a commit that was cancelled for a clean cancellation: it
+    records no error and never renames the temporary directory). ``found``: what the
+    checkpoint directory holds of that step."""
 
-    step: int | None = None
+    def __init__(self, step: int, found: list[str]):
+        held = ", ".join(found) or "nothing"
+        super().__init__(f"checkpoint {step} was not completed (the directory holds {held})")
+        self.step = step
 
-    def should_preserve(self, checkpoints, *, context) -> list[bool]:
-        return [info.step == self.step for info in checkpoints]
+
+# What orbax raises, or takes for a clean stop, when a commit is cancelled.
+_CANCELLED = (concurrent.futures.CancelledError, asyncio.CancelledError)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """A save whose commit is not yet verified: its step, items, and the step it keeps
+    beyond the newest K (None: none)."""
+
+    step: int
+    items: tuple[str, ...]
+    kept: int | None
 
 
 class Checkpointer:
     """Save and restore training checkpoints of one workdir (async; keeps the last K, and
-    the one each save names to keep)."""
+    the one each save names to keep).
+
+    Each commit is verified once orbax says it is done (at the next save, wait or close):
+    the step's directory is finalized (renamed from orbax's temporary directory) and holds
+    every item, else CheckpointNotWritten. Orbax's own rotation is off (it deletes old
+    steps even when the new commit did not happen); older checkpoints are deleted here,
+    only after the newest one is verified."""
 
     def __init__(self, workdir: str, keep: int = 5, async_save: bool = True, read_only=False):
-        # Orbax asks the policy which checkpoints stay while save() runs, in this thread,
-        # and deletes the others once the new checkpoint is complete.
-        self.kept = _KeptStep()
-        newest = ocp.checkpoint_managers.LatestN(None if read_only else keep)
         options = ocp.CheckpointManagerOptions(
-            preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy([newest, self.kept]),
+            preservation_policy=ocp.checkpoint_managers.LatestN(None),  # keep all: see above
             save_interval_steps=0 if read_only else 1,
             enable_async_checkpointing=async_save,
             create=not read_only,
@@ -269,22 +159,36 @@ class Checkpointer:
             self.manager = ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
         finally:
             absl_logger.setLevel(level)
+        self.keep = keep
         self.async_save = async_save
         self.writing = False  # an async write may still run in orbax's background thread
+        self.unverified: _Written | None = None  # the last save, until its commit is checked
+
+    def _is_complete(self, step: int, items: tuple[str, ...] = ()) -> bool:
+        """Whether checkpoint ``step`` is finalized on disk (orbax's own test: renamed from
+        its temporary directory, or a commit_success file where renames are not atomic) and
+        holds ``items``."""
+        path = os.path.join(str(self.manager.directory), str(step))
+        return ocp.path.step.is_checkpoint_finalized(path) and all(
+            os.path.isdir(os.path.join(path, item)) for item in items
+        )
 
     def all_steps(self) -> list[int]:
-        return sorted(self.manager.all_steps())
+        """The steps of the complete checkpoints, oldest first."""
+        return [s for s in sorted(self.manager.all_steps()) if self._is_complete(s)]
 
     def latest_step(self) -> int | None:
-        return self.manager.latest_step()
+        """The newest complete checkpoint's step (None: none)."""
+        steps = self.all_steps()
+        return steps[-1] if steps else None
 
     def save(
         self, step: int, params, opt_state, rng, meta: dict[str, Any], kept: int | None = None
     ) -> bool:
         """Start writing checkpoint ``step`` (returns at once when async); ``meta["data"]``
         (this process's data iterator state) goes to the ``data`` item. ``kept``: a step
-        whose checkpoint stays beyond the newest K (the best), until a save names another."""
-        self.kept.step = kept
+        whose checkpoint stays beyond the newest K (the best), until a save names another.
+        Raises CheckpointNotWritten if the previous save's commit did not happen."""
         meta = dict(meta)
         items = {"data": ProcessJsonSave(meta.pop("data"))} if "data" in meta else {}
         args = ocp.args.Composite(
@@ -293,20 +197,49 @@ class Checkpointer:
             meta=ocp.args.JsonSave(meta),
             **items,
         )
-        with _operation():
-            self._write_finishes()  # orbax waits for the previous write first
-            saved = self.manager.save(step, args=args, force=True)
+        with operation():
+            self._write_finishes()
+            self.manager.wait_until_finished()  # the previous write's failure surfaces here
+            self._verify_and_rotate()
+            self.unverified = _Written(step, tuple(dict(args.items())), kept)
+            try:
+                saved = self.manager.save(step, args=args, force=True)
+            except _CANCELLED:  # a synchronous commit cancelled: not written, checked below
+                saved = True
+            if not saved:
+                self.unverified = None
+            if not self.async_save:
+                self._verify_and_rotate()
         if self.async_save:
-            _abandoned_work.begin()  # until wait(), close() or the next save()
+            abandoned_work.begin()  # until wait(), close() or the next save()
             self.writing = True
         return saved
+
+    def _verify_and_rotate(self) -> None:
+        """Once orbax has finished the last save: check that its checkpoint is complete,
+        then delete the checkpoints beyond the newest K and the one that save keeps."""
+        written, self.unverified = self.unverified, None
+        if written is None:
+            return
+        if not self._is_complete(written.step, written.items):
+            directory = str(self.manager.directory)
+            found = sorted(
+                name
+                for name in os.listdir(directory)
+                if name == str(written.step) or name.startswith(f"{written.step}.")
+            )
+            raise CheckpointNotWritten(written.step, found)
+        steps = self.all_steps()
+        for step in steps[: max(len(steps) - self.keep, 0)]:
+            if step != written.kept:
+                self.manager.delete(step)
 
     def _write_finishes(self) -> None:
         """Called inside an operation that waits for the async write: its end (or its
         failure, which that operation raises) belongs to that operation."""
         if self.writing:
             self.writing = False
-            _abandoned_work.end(failed=False)
+            abandoned_work.end(failed=False)
 
     def restore_meta(self, step: int) -> dict[str, Any]:
         with _restoring(step):
@@ -343,11 +276,15 @@ class Checkpointer:
             return self.manager.restore(step, args=args)["params"]
 
     def wait(self) -> None:
-        with _operation():  # an async write's failure surfaces here
+        """Wait for the async write and verify it (CheckpointNotWritten, or orbax's error)."""
+        with operation():  # an async write's failure surfaces here
             self._write_finishes()
             self.manager.wait_until_finished()
+            self._verify_and_rotate()
 
     def close(self) -> None:
-        with _operation():
+        with operation():
             self._write_finishes()
+            self.manager.wait_until_finished()
+            self._verify_and_rotate()
             self.manager.close()

@@ -21,6 +21,7 @@ from ml_collections import config_flags
 
 from jaxtrans.errors import TrainingStopped, UserError
 from jaxtrans.programs.config_names import allow_sibling_imports, resolve_config_arg
+from jaxtrans.programs.platforms import cpu_only_without_accelerators
 
 USAGE_ERROR = 2
 
@@ -88,7 +89,10 @@ def parse_flags(
     """Parse ``argv`` into a fresh FlagValues; bad flags are a one-line error (exit 2).
     The config flag looks for its ``--config.KEY`` overrides in ``sys.argv``, so ``argv``
     stands there while it is parsed (``main(argv)`` called from Python works as the
-    program does). A bare ``--config NAME`` is the shipped config NAME (configs/NAME.py)."""
+    program does). A bare ``--config NAME`` is the shipped config NAME (configs/NAME.py).
+    First, before anything starts JAX: the CPU platform alone on a machine without
+    accelerators (jaxtrans.programs.platforms)."""
+    cpu_only_without_accelerators()
     try:
         argv = resolve_config_arg(argv)
     except UserError as error:
@@ -189,6 +193,7 @@ def freeze_at_exit() -> None:
 
 def run(main: Callable[[], None]) -> None:
     """Run ``main``; a UserError becomes a one-line message and exit status 2."""
+    cpu_only_without_accelerators()  # for programs that parse their flags otherwise
     freeze_at_exit()
     try:
         main()

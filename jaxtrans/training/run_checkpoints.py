@@ -7,15 +7,21 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
+from jaxtrans.checkpoints import (
+    Checkpointer,
+    CheckpointNotWritten,
+    CheckpointUnreadable,
+    checkpoint_dir,
+)
 from jaxtrans.errors import UserError, describe
 from jaxtrans.training.state import TrainState
 
 
 class RunCheckpoints:
-    """The run's checkpointer; a failed write becomes a one-line error that says how to
-    resume. An async write fails late (orbax raises it at the next save or wait), so the
-    failed step is the one named in the quoted path."""
+    """The run's checkpointer; a failed write, or one that orbax calls done but that is not
+    complete on disk (CheckpointNotWritten), becomes a one-line error that says how to
+    resume. An async write fails late (at the next save or wait), so the failed step is the
+    one named in the message."""
 
     def __init__(self, workdir: str, train_config: ml_collections.ConfigDict):
         self.workdir = workdir
@@ -24,6 +30,13 @@ class RunCheckpoints:
         )
 
     def _failed(self, error: Exception) -> UserError:
+        if isinstance(error, CheckpointNotWritten):
+            latest = self.checkpointer.latest_step()
+            resume = "start over" if latest is None else f"resume from checkpoint {latest}"
+            return UserError(
+                f"writing a checkpoint in {checkpoint_dir(self.workdir)} failed: {error}; "
+                f"rerun the same command to {resume}, the newest complete one"
+            )
         return UserError(
             f"writing a checkpoint in {checkpoint_dir(self.workdir)} failed "
             f"({describe(error)}); free space or fix permissions, then rerun the same command "

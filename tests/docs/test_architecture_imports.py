@@ -24,6 +24,7 @@ LAYERS = {
     "checkpoints": ("foundation", 0),
     "checkpoint_choice": ("foundation", 0),
     "process_json": ("foundation", 0),
+    "orbax_reports": ("foundation", 0),
     "config_sections": ("foundation", 0),
     "tpu_topologies": ("foundation", 0),
     "gpu_machines": ("foundation", 0),

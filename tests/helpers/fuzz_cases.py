@@ -26,6 +26,8 @@ from fuzz_mutations import (
     sentence,
 )
 
+REFUSED, ACCEPTED = "refused", "accepted"
+
 
 @dataclasses.dataclass(frozen=True)
 class FuzzCase:
@@ -42,6 +44,9 @@ class FuzzCase:
         config.json names the input file NAME as the test split).
     names: the error line must hold one of these (the file, the flag, the field).
     counted: the data file whose malformed lines a skip_malformed run must count.
+    expect: REFUSED (exit 2: the input is invalid), ACCEPTED (exit 0: it is valid) or ""
+        (either: e.g. damaged data that data.skip_malformed may skip, a damaged file that
+        resuming may not read).
     """
 
     number: int
@@ -55,6 +60,7 @@ class FuzzCase:
     damage: tuple[tuple[str, str], ...] = ()
     names: tuple[str, ...] = ()
     counted: str = ""
+    expect: str = ""
 
     @property
     def id(self) -> str:
@@ -143,7 +149,7 @@ def train_flags(d: Draw, number: int) -> dict:
     alternatives, name = mutations[mutation]
     junk = b"--config.train.num_steps=zz\n" + d.junk(40).replace(b"\0", b"")
     return dict(mutation=mutation, flags=(d.choice(alternatives),),
-                inputs=(("junk.flags", junk),), names=(name,))  # fmt: skip
+                inputs=(("junk.flags", junk),), names=(name,), expect=REFUSED)  # fmt: skip
 
 
 # Well-typed but impossible values: (key, value, the mutation's name or "" for key=value). A
@@ -181,14 +187,29 @@ FRESH_VALUES = [
 ]  # fmt: skip
 
 
+# What a fresh run does with a value of FRESH_VALUES, where it is certain (else either).
+FRESH_EXPECTED = {
+    ("train.log_every", -1): REFUSED, ("train.checkpoint_every", -1): REFUSED,
+    ("train.keep_checkpoints", -1): REFUSED, ("train.grad_accum_steps", 0): REFUSED,
+    ("data.max_source_length", -1): REFUSED, ("data.batch_size", 0): REFUSED,
+    ("data.batch_size", -8): REFUSED, ("data.pack_pool_batches", 0): REFUSED,
+    ("data.pack_pool_batches", -1): REFUSED, ("mesh.data", 0): REFUSED,
+    ("train.checkpoint_every", 10**9): ACCEPTED,
+}  # fmt: skip
+
+
 def train_values(d: Draw, number: int) -> dict:
     """A well-typed but impossible value for one field."""
     fresh = d.rng.random() < 0.5
     table = FRESH_VALUES if fresh else RESUMED_VALUES
     key, value, name = d.choice(table)
+    if fresh:
+        expect = FRESH_EXPECTED.get((key, value), "")
+    else:  # a resumed run keeps its tokenizer, so a vocabulary size is not used
+        expect = "" if key == "data.vocab_size" else REFUSED
     return dict(mutation=name or f"{key}={value}", base="tiny" if fresh else "resume",
                 workdir="tokenizer" if fresh else "trained", flags=(f"--config.{key}={value}",),
-                names=(key.rpartition(".")[2], "--config"))  # fmt: skip
+                names=(key.rpartition(".")[2], "--config"), expect=expect)  # fmt: skip
 
 
 TRAINED_FILES = ["config.json"] * 4 + [
@@ -249,12 +270,28 @@ EVALUATE_FLAGS = {  # mutation: (alternative flags, what the error names)
 }  # fmt: skip
 
 
+# The mutations of EVALUATE_FLAGS whose every alternative is valid, or whose outcome
+# depends on the alternative (the rest are invalid input, refused).
+EVALUATE_ACCEPTED = {"size_small"}
+EVALUATE_EITHER = {"checkpoint", "alpha_odd", "plot_odd_sentence", "input_stdin_empty"}
+CHECKPOINT_EXPECTED = {"avg:2": ACCEPTED, "avg:0": REFUSED, "avg:-1": REFUSED,
+                       "avg:x": REFUSED, "-3": REFUSED, "avg:": REFUSED, "1e3": REFUSED,
+                       "99999999999999999999": REFUSED}  # fmt: skip
+
+
 def evaluate_flags(d: Draw, number: int) -> dict:
     """A mistyped, impossible or clashing flag (on the reference run)."""
     mutation = d.choice(sorted(EVALUATE_FLAGS))
     alternatives, names = EVALUATE_FLAGS[mutation]
     inputs = (("two.txt", b"a cat sees a dog\nthe dog runs\n"),)
-    return dict(mutation=mutation, flags=d.choice(alternatives), inputs=inputs, names=names)
+    flags = d.choice(alternatives)
+    if mutation == "checkpoint":
+        expect = CHECKPOINT_EXPECTED.get(flags[0].removeprefix("--checkpoint="), "")
+    elif mutation in EVALUATE_EITHER:
+        expect = ""
+    else:
+        expect = ACCEPTED if mutation in EVALUATE_ACCEPTED else REFUSED
+    return dict(mutation=mutation, flags=flags, inputs=inputs, names=names, expect=expect)
 
 
 # Mutations of --input text whose result is never UTF-8.
@@ -277,10 +314,12 @@ def evaluate_input(d: Draw, number: int) -> dict:
         at = d.rng.randrange(len(lines))
         lines[at] = LINE_MUTATIONS[mutation](d, lines[at], "tsv").replace(b"\t", b" ")
         content = b"".join(lines)
+    expect = ""
     if content.decode("utf-8", "replace").encode() != content:
-        mutation = f"input_not_utf8:{mutation}"
+        mutation, expect = f"input_not_utf8:{mutation}", REFUSED
     return dict(mutation=mutation, flags=("--input={inputs}/input.txt",),
-                inputs=(("input.txt", content),), names=("input.txt", "--input"))  # fmt: skip
+                inputs=(("input.txt", content),), names=("input.txt", "--input"),
+                expect=expect)  # fmt: skip
 
 
 EVALUATED_FILES = ["config.json"] * 4 + [
@@ -348,7 +387,8 @@ def bert_init(d: Draw, number: int) -> dict:
     else:
         mutation, files = hf_directory(d, target)
     names = (target, "model.safetensors", "init_from", "inputs/hf")
-    return dict(mutation=f"{target}:{mutation}", inputs=(*files, ("train.tsv", data)), names=names)
+    return dict(mutation=f"{target}:{mutation}", inputs=(*files, ("train.tsv", data)), names=names,
+                expect=REFUSED)  # fmt: skip
 
 
 BERT_FILES = ["config.json", "bert_tokenizer/vocab.txt", "bert_tokenizer/tokenizer_config.json",
@@ -364,7 +404,7 @@ def bert_workdir(d: Draw, number: int) -> dict:
     else:
         mutation = damage_of(d, target)
     return dict(mutation=f"{target}:{mutation}", damage=((target, mutation),),
-                names=(*names_of(target), "checkpoint"))  # fmt: skip
+                names=(*names_of(target), "checkpoint"), expect=REFUSED)  # fmt: skip
 
 
 # kind: (program, base flags, workdir, draw(d, number) -> the case's other fields)

@@ -14,7 +14,10 @@ search) equal jaxtrans.Translator's, float32, on the demo's test sentences.
 
 import json
 import os
+import re
+import shlex
 import shutil
+import subprocess
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -156,6 +159,53 @@ def test_a_marian_export_converted_by_ctranslate2_translates_as_jaxtrans(
     )  # fmt: skip
     translator = jaxtrans.Translator.load(post_ln_run)
     assert_translates_as_jaxtrans(translator, sentences, pieces, beam_size, alpha)
+
+
+def documented_int8_conversion(marian: str, output: str) -> list[str]:
+    """docs/pretrained.md's command that converts a Marian export to int8 weights, with
+    the directories of this test."""
+    with open(os.path.join(REPO, "docs", "pretrained.md"), encoding="utf-8") as f:
+        doc = f.read()
+    found = re.search(r"^ct2-transformers-converter .*?(?<!\\)\n", doc, re.M | re.S)
+    assert found, "docs/pretrained.md gives no ct2-transformers-converter command"
+    words = shlex.split(found.group(0).replace("\\\n", " "))
+    assert words[words.index("--quantization") + 1] == "int8"
+    words[words.index("--model") + 1] = marian
+    words[words.index("--output_dir") + 1] = output
+    return words
+
+
+def test_the_documented_int8_conversion_of_a_marian_export_runs_and_translates(
+    converted_marian, sentences, tmp_path
+):
+    """The command docs/pretrained.md gives, run as a user runs it: int8 weights (the model
+    file under half the float32 one's size; loaded as int8), every sentence translated,
+    and the float32 conversion's translations scored within 0.5 nats a token of it."""
+    hf, float32 = converted_marian
+    int8 = str(tmp_path / "int8")
+    command = documented_int8_conversion(hf, int8)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+
+    size = lambda d: os.path.getsize(os.path.join(d, "model.bin"))  # noqa: E731
+    assert size(int8) < 0.5 * size(float32)
+    model = ctranslate2.Translator(int8, device="cpu")
+    assert model.compute_type.startswith("int8")
+    tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
+    sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
+    translated = translate_tokens(
+        model, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
+        sources_end_with_eos=True,
+    )  # fmt: skip
+    assert sum(map(bool, translated)) >= 0.9 * len(sentences)
+    reference = ctranslate2.Translator(float32, device="cpu")
+    targets = translate_tokens(
+        reference, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
+        sources_end_with_eos=True,
+    )  # fmt: skip
+    exact = np.array([np.mean(r.log_probs) for r in reference.score_batch(sources, targets)])
+    quantized = np.array([np.mean(r.log_probs) for r in model.score_batch(sources, targets)])
+    assert np.abs(quantized - exact).mean() < 0.5
 
 
 # ------------------------------------------------------------------ --format ctranslate2

@@ -48,27 +48,55 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (10 * 1024, 10 * 1024))
 """
 
 
-def test_a_failing_checkpoint_write_is_a_one_line_error_and_older_checkpoints_stay(tmp_path):
+# The commit of the next checkpoint (step 10) reported cancelled: orbax 0.12.8 takes that for
+# a clean cancellation (no error, no rename of its temporary directory). The wait returns
+# once the writes it waits for have ended, so nothing is still at work when the test looks.
+CANCELLED_COMMIT = """
+import concurrent.futures
+from orbax.checkpoint._src.futures import future
+result = future.ChainedFuture.result
+def cancelled(self, timeout=None):
+    result(self, timeout=timeout)
+    raise concurrent.futures.CancelledError()
+future.ChainedFuture.result = cancelled
+"""
+
+
+def listing(workdir: str) -> list[str]:
+    return sorted(os.listdir(os.path.join(workdir, "checkpoints")))
+
+
+@pytest.mark.parametrize("fault", ["full_disk", "cancelled_commit"])
+def test_a_checkpoint_not_written_is_a_one_line_error_and_older_checkpoints_stay(tmp_path, fault):
     workdir = copy_of_reference(tmp_path / "run")
     before = snapshot(os.path.join(workdir, "checkpoints"))
-    flags = tiny_flags(num_steps=STEPS + 2)
+    # Keep 1: a rotation after the failed save would delete 2, 4, 6 and 8.
+    flags = tiny_flags(num_steps=STEPS + 2, train__keep_checkpoints=1)
+    prelude = FULL_DISK if fault == "full_disk" else CANCELLED_COMMIT
 
-    run = train(workdir, *flags, prelude=FULL_DISK)
+    run = train(workdir, *flags, prelude=prelude)
 
     assert run.returncode == 2, run.stderr
-    # Around the program's one-line report, orbax logs the failure of its background writer
-    # and TensorStore prints tracebacks of callbacks to orbax's closed event loop.
+    # Around the program's one-line report of a full disk, orbax logs the failure of its
+    # background writer and TensorStore prints tracebacks of callbacks to its closed loop.
     message = one_error_line(run.stderr)
-    assert "writing a checkpoint in" in message and "File too large" in message
-    assert "rerun the same command to resume" in message
+    assert "writing a checkpoint in" in message and "rerun the same command" in message
+    if fault == "full_disk":
+        assert "File too large" in message
+    else:
+        assert "checkpoint 10 was not completed" in message
+        assert "resume from checkpoint 8" in message
+        assert run.stderr.strip() == message  # nothing else
+    assert "saved checkpoint 10" not in run.stdout
     assert snapshot(os.path.join(workdir, "checkpoints")).items() >= before.items()
+    assert [n for n in listing(workdir) if n.isdigit()] == ["2", "4", "6", "8"]
     assert checkpoint_steps(workdir) == [2, 4, 6, 8]
 
     rerun = train(workdir, *flags)  # space again: the same command resumes
 
     assert rerun.returncode == 0, rerun.stderr
     assert f"resuming from checkpoint {STEPS}" in rerun.stdout
-    assert checkpoint_steps(workdir) == [2, 4, 6, 8, 10]
+    assert listing(workdir) == ["10"]  # verified, then rotated (keep 1)
 
 
 # ------------------------------------------------------- a damaged checkpoint, or a bug

@@ -2,7 +2,9 @@
 
 Every case ends with exit status 0 (the input is accepted; malformed lines skipped with
 data.skip_malformed are counted, where metrics.jsonl logs the count) or 2 (one line on
-stderr, ``error: ...``, naming the file, the line or the flag), never a traceback, and never
+stderr, ``error: ...``, naming the file, the line or the flag), as its kind expects: 2 for
+input that is invalid (an impossible size, a mistyped flag), 0 for input that is valid,
+either where it depends (damaged data that skip_malformed may skip); never a traceback, and never
 changes a checkpoint already in the workdir (sizes, times and SHA-256 before and after); a
 case refused with status 2 changes no file of the workdir at all.
 
@@ -25,7 +27,7 @@ import sys
 import time
 
 import pytest
-from fuzz_cases import FuzzCase, make_cases
+from fuzz_cases import ACCEPTED, REFUSED, FuzzCase, make_cases
 from fuzz_mutations import HF_FILES, damaged
 from paths import REPO
 from reliability_runs import (
@@ -202,6 +204,10 @@ def problems_of(case: FuzzCase, status: int, stderr: str, workdir: str, inputs: 
     problems = []
     if status not in (0, 2):
         problems.append(f"exit status {status}")
+    elif case.expect == REFUSED and status != 2:
+        problems.append("invalid input accepted (exit 0, expected a one-line error)")
+    elif case.expect == ACCEPTED and status != 0:
+        problems.append("valid input refused (expected exit 0)")
     if "Traceback" in stderr:
         problems.append("a traceback on stderr")
     lines = stderr.strip().splitlines()
@@ -256,3 +262,6 @@ def test_the_cases_send_input_files_as_drawn_and_draw_every_mutation_kind():
             content.decode("utf-8")
     assert any(c.mutation == "eval_huge_sizes" for c in cases)
     assert any(c.counted for c in cases)
+    # Each expected outcome is drawn, and an impossible size is always refused.
+    assert {c.expect for c in cases} == {REFUSED, ACCEPTED, ""}
+    assert all(c.expect == REFUSED for c in cases if c.mutation == "size_impossible")

@@ -65,6 +65,15 @@ def sample_indices(count: int, limit: int) -> np.ndarray:
     return np.sort(rng.choice(count, size=limit, replace=False))
 
 
+# SentencePiece's unigram training splits the sentences among its threads and sums their
+# expected counts in thread order, so the pieces' scores (which decide how text is cut)
+# depend on the thread count: with os.cpu_count() threads, the same recipe gave another
+# tokenizer on a machine of another size (1, 2 and 16 threads: three sets of scores, the
+# same pieces). A fixed count gives the same model file on every machine; threads beyond
+# the cores share them (tests/unit/data/test_sentencepiece_threads.py).
+TRAINING_THREADS = 16
+
+
 def train_sentencepiece(
     sentences: Iterable[str],
     model_file: str | os.PathLike,
@@ -115,7 +124,7 @@ def train_sentencepiece(
                 # By default a small corpus that does not support vocab_size pieces gives
                 # what it has.
                 hard_vocab_limit=hard_vocab_limit,
-                num_threads=os.cpu_count() or 1,
+                num_threads=TRAINING_THREADS,
                 minloglevel=2,
             )
         except RuntimeError as e:

@@ -3,6 +3,7 @@ fresh StoredJit stands for one), gives what jax.jit gives, and a change of what 
 on makes another program."""
 
 import os
+import shutil
 
 import flax.linen as nn
 import jax
@@ -90,6 +91,32 @@ def test_the_key_holds_the_code_jax_and_the_arguments():
     options = {"xla_cpu_experimental_ynn_fusion_type": ""}
     assert key != stored_decoders.program_key("f", {"power": 2}, (X,), {}, options)
     assert key == stored_decoders.program_key("f", {"power": 2}, (X,), {}, None)
+
+
+def test_the_key_changes_with_the_code_digest_and_with_the_jax_version(monkeypatch):
+    key = stored_decoders.program_key("f", {"power": 2}, (X,), {})
+    assert stored_decoders.library_versions()[0] == jax.__version__
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stored_decoders, "code_digest", lambda: "another code")
+        assert stored_decoders.program_key("f", {"power": 2}, (X,), {}) != key
+    with monkeypatch.context() as patched:
+        versions = ("0.0.1", *stored_decoders.library_versions()[1:])
+        patched.setattr(stored_decoders, "library_versions", lambda: versions)
+        assert stored_decoders.program_key("f", {"power": 2}, (X,), {}) != key
+    assert stored_decoders.program_key("f", {"power": 2}, (X,), {}) == key
+
+
+def test_the_code_digest_changes_with_any_file_of_the_package(monkeypatch, tmp_path):
+    package = os.path.dirname(os.path.dirname(stored_decoders.__file__))
+    copy = tmp_path / "jaxtrans"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(stored_decoders, "__file__", str(copy / "inference" / "stored_decoders.py"))
+    digest = stored_decoders.code_digest.__wrapped__
+    assert digest() == stored_decoders.code_digest()  # the same files, the same digest
+    with open(copy / "nn" / "attention.py", "a", encoding="utf-8") as f:
+        f.write("# a change\n")
+    assert digest() != stored_decoders.code_digest()
 
 
 def test_the_store_is_in_the_compilation_cache_and_off_without_one(tmp_path):

@@ -23,7 +23,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxtrans import checkpoints
+from jaxtrans import orbax_reports
 from jaxtrans.checkpoint_choice import restore_params
 from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable
 from jaxtrans.errors import UserError
@@ -265,14 +265,14 @@ def test_a_missing_or_garbled_data_position_is_a_damaged_checkpoint(tmp_path, da
 def reports(monkeypatch):
     """Unraisable reports as the process would print them: a recording hook installed
     before any checkpoint operation, in a process where none has run (a fresh
-    _AbandonedWork); everything is put back afterwards."""
+    AbandonedWork); everything is put back afterwards."""
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
     monkeypatch.setattr(
         warnings, "_warn_unawaited_coroutine", warnings._warn_unawaited_coroutine, raising=False
     )
-    fresh = checkpoints._AbandonedWork()
-    monkeypatch.setattr(checkpoints, "_abandoned_work", fresh)
+    fresh = orbax_reports.AbandonedWork()
+    monkeypatch.setattr(orbax_reports, "abandoned_work", fresh)
     yield seen
     logging.getLogger("asyncio").removeFilter(fresh)
 
