@@ -23,7 +23,7 @@ NUMBERED = 103  # lines of the numbered file: odd, so two shards differ in size
 def small_demo_config(**overrides):
     data = get_data_config()
     data.update(dict(demo_train_size=1500, demo_dev_size=50, demo_test_size=50, vocab_size=300))
-    data.update(batch_size=8, max_source_length=32, max_target_length=32)
+    data.update(batch_size=8, max_source_length=32, max_target_length=32, workers=0)
     data.update(overrides)
     return data
 
