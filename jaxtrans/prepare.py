@@ -1,4 +1,4 @@
-"""``python -m jaxtrans.prepare`` / ``jaxtrans-prepare``: tokenise a translation run's
+"""``python -m jaxtrans.prepare``: tokenise a translation run's
 training data once, into the id shards its training reads (WORKDIR/train_ids,
 jaxtrans.data.translation.id_shards), training the SentencePiece model first if the
 workdir has none. train.py does the same on its first start; preparing ahead lets a large
@@ -13,7 +13,8 @@ from absl import flags
 
 from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 
-USAGE = """usage: python -m jaxtrans.prepare --config configs/NAME.py --workdir DIR [--config.KEY=VALUE ...]
+USAGE = """usage: python -m jaxtrans.prepare --config configs/NAME.py --workdir DIR
+                          [--config.KEY=VALUE ...]
 
 Tokenises the training pairs of a translation config into DIR/train_ids (and trains the
 SentencePiece model into DIR/tokenizer first if DIR has none), then says how many pairs

@@ -22,6 +22,7 @@ from jaxtrans.data.iterators import ShuffledEpochs, local_batch_size
 from jaxtrans.data.packing import FirstFitPacker
 from jaxtrans.data.translation.id_shards import IdShards
 from jaxtrans.data.translation.packed_rows import OK, TRUNCATED, Limits, pair_status
+from jaxtrans.data.translation.pipeline import resolved_workers
 from jaxtrans.data.translation.sources import training_pairs
 from jaxtrans.errors import UserError
 
@@ -32,13 +33,15 @@ def batches_per_epoch(
     *,
     seed: int,
     process_count: int = 1,
-    streams: int = 1,
+    streams: int | None = None,
     shards: IdShards | None = None,
 ) -> tuple[int, int]:
     """(batches of one epoch, usable pairs of it) for process 0's shard, which every
     process counts alike so that all agree on the number of steps. Packs the lengths of
-    the whole shard once, in each of the ``streams`` packing streams (the id shards, or
-    the pairs tokenised with ``tokenizer`` when none are given)."""
+    the whole shard once, in each of the ``streams`` packing streams (None: those of
+    ``data.workers``), from the id shards (or the pairs tokenised with ``tokenizer``)."""
+    if streams is None:
+        streams = max(resolved_workers(data_config), 1)
     rows = local_batch_size(data_config.batch_size, process_count)
     max_source, max_target = data_config.max_source_length, data_config.max_target_length
     if shards is None:

@@ -73,18 +73,27 @@ class _PackedBatches(grain.IterDataset):
         process: tuple[int, int],
         streams: int,
         worker: tuple[int, int] = (0, 1),
+        start: dict[str, Any] | None = None,
     ):
         super().__init__()
         self._shards = shards
         self._config = data_config
         self._seed = seed
         self._process = process
-        self._streams = streams
+        self.streams = streams
         self._worker = worker
+        self._start = start
 
-    def for_worker(self, worker: int, workers: int) -> "_PackedBatches":
-        args = (self._shards, self._config, self._seed, self._process, self._streams)
-        return _PackedBatches(*args, worker=(worker, workers))
+    def for_worker(
+        self, worker: int, workers: int, start: dict[str, Any] | None
+    ) -> "_PackedBatches":
+        """Worker ``worker`` of ``workers``'s batches, from the ``ProcessRows`` state
+        ``start`` (None: the beginning)."""
+        streams = self.streams
+        if start is not None:
+            streams = next(iter(start["positions"].values())).get("streams", 1)
+        args = (self._shards, self._config, self._seed, self._process, streams)
+        return _PackedBatches(*args, worker=(worker, workers), start=start)
 
     def _stream(self, shard: int, shards: int, stream: int, streams: int) -> PackedStream:
         """Stream ``stream`` of ``streams`` of data shard ``shard`` of ``shards``."""
@@ -104,12 +113,15 @@ class _PackedBatches(grain.IterDataset):
 
     def _shard(self, shard: int, shards: int) -> ShardStreams:
         make = lambda j, k: self._stream(shard, shards, j, k)  # noqa: E731
-        return ShardStreams(make, self._streams, *self._worker)
+        return ShardStreams(make, self.streams, *self._worker)
 
     def __iter__(self) -> ProcessRows:
         # A fresh run has one data shard per process; restoring a state may change that.
         process_count = self._process[1]
-        return ProcessRows(self._shard, self._config["batch_size"], *self._process, process_count)
+        rows = ProcessRows(self._shard, self._config["batch_size"], *self._process, process_count)
+        if self._start is not None:
+            rows.set_state(self._start)
+        return rows
 
 
 def padding_fraction(batch: dict[str, np.ndarray]) -> float:

@@ -99,8 +99,9 @@ def usable_workers(workers: int, streams: list[int]) -> int:
 class WorkerBatches(grain.DatasetIterator):
     """A ``ProcessRows`` dataset's batches made in worker processes, taken in turn.
 
-    ``dataset.for_worker(w, W)`` is the dataset of worker w's batches. The workers start on
-    the first batch (or after ``set_state``), as many as the streams allow.
+    ``dataset.for_worker(w, W, state)`` is the dataset of worker w's batches from ``state``
+    (None: the beginning), ``dataset.streams`` the streams of a new run. The workers start
+    on the first batch (again after ``set_state``), as many as the streams allow.
     """
 
     def __init__(self, dataset, workers: int, buffer_size: int):
@@ -115,31 +116,37 @@ class WorkerBatches(grain.DatasetIterator):
     def _start(self) -> None:
         if not flags.FLAGS.is_parsed():  # grain reads its absl flags' defaults
             flags.FLAGS.mark_as_parsed()
-        state = self._state or iter(self._dataset).get_state()
-        positions = list(state["positions"].values())
-        count = usable_workers(self._workers, [_streams_of(p) for p in positions])
-        self._iterators = []
-        for w in range(count):
-            worker = ProcessPrefetchIterDataset(
-                self._dataset.for_worker(w, count), buffer_size=self._buffer_size
+        state = self._state
+        if state is None:
+            streams, first_next = [self._dataset.streams], 0
+        else:
+            positions = list(state["positions"].values())
+            streams = [_streams_of(p) for p in positions]
+            first_next = positions[0].get("next", 0)
+        count = usable_workers(self._workers, streams)
+        # Each worker starts from the state itself (rather than grain's set_state, which
+        # drops an error raised before it is done).
+        self._iterators = [
+            iter(
+                ProcessPrefetchIterDataset(
+                    self._dataset.for_worker(w, count, state), buffer_size=self._buffer_size
+                )
             )
-            iterator = iter(worker)
-            if self._state is not None:
-                iterator.set_state(self._state)
-            self._iterators.append(iterator)
-        first = positions[0]
-        self._turn = first.get("next", 0) % count
+            for w in range(count)
+        ]
+        self._turn = first_next % count
 
     def __next__(self) -> dict[str, np.ndarray]:
         if not self._iterators:
             self._start()
         turn = self._turn
+        # grain forgets its process when it fails; its pid names it in the error.
+        process = getattr(self._iterators[turn], "_prefetch_process", None)
         try:
             batch = next(self._iterators[turn])
         except RuntimeError as error:
             if "terminated unexpectedly" not in str(error):
                 raise
-            process = getattr(self._iterators[turn], "_prefetch_process", None)
             pid = f" (pid {process.pid})" if process is not None else ""
             raise TrainingStopped(
                 f"data worker process {turn} of {len(self._iterators)}{pid} died "
@@ -153,7 +160,7 @@ class WorkerBatches(grain.DatasetIterator):
 
     def get_state(self) -> dict[str, Any]:
         if not self._iterators:
-            return self._state or iter(self._dataset).get_state()
+            return self._state or iter(self._dataset.for_worker(0, 1, None)).get_state()
         states = [iterator.get_state() for iterator in self._iterators]
         merged = dict(states[0])
         positions = {}

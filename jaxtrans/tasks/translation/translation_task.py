@@ -94,8 +94,7 @@ class TranslationTask(Task):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
         self._dev: Any = _NOT_READ
-        # The run's id shards (from_config); None: the pipeline tokenises into memory.
-        self.id_shards: IdShards | None = None
+        self.id_shards: IdShards | None = None  # from_config's; None: tokenised into memory
         # Whether a dev record has said how many malformed dev lines were skipped.
         self._told_skipped = False
 
@@ -126,9 +125,7 @@ class TranslationTask(Task):
         run_config = resolve_config(config, tokenizer)
         task = cls(run_config, model_config_of(run_config), tokenizer)
         task._dev = dev
-        # The training pairs tokenised once into the workdir (again if the tokenizer or the
-        # data changed); the pipeline reads ids, not text.
-        task.id_shards = ensure_id_shards(run_config.data, tokenizer, workdir)
+        task.id_shards = ensure_id_shards(run_config.data, tokenizer, workdir)  # ids, once
         return task
 
     @classmethod
@@ -253,15 +250,10 @@ class TranslationTask(Task):
         """An exact count: one pass tokenises and packs the training data as the pipeline
         does (jaxtrans.data.translation.epochs)."""
         from jaxtrans.data.translation.epochs import batches_per_epoch  # grain: when training
-        from jaxtrans.data.translation.pipeline import resolved_workers
 
+        data, shards = self.config.data, self.id_shards
         steps, usable = batches_per_epoch(
-            self.config.data,
-            self.tokenizer,
-            seed=seed,
-            process_count=process_count,
-            streams=max(resolved_workers(self.config.data), 1),
-            shards=self.id_shards,
+            data, self.tokenizer, seed=seed, process_count=process_count, shards=shards
         )
         rows = self.config.data.batch_size
         return steps, f"counted: {usable} usable pairs packed into batches of {rows} rows"
