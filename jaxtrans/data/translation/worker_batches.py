@@ -14,6 +14,10 @@ streams existed) and ``{"streams": K, "next": j, "states": {"j": stream state}}`
 otherwise. A run resumed with W' workers runs the largest W <= W' that divides K.
 """
 
+import functools
+import os
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +95,19 @@ class ShardStreams(grain.DatasetIterator):
         self._next = (state["next"] + (worker - state["next"]) % workers) % self.streams
 
 
+def exit_with_parent(parent: int) -> None:
+    """(In a worker) Exit as soon as the training process ``parent`` is gone: a worker whose
+    parent was killed (kill -9, out of memory) would otherwise wait forever to hand over
+    its next batch."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def usable_workers(workers: int, streams: list[int]) -> int:
     """The most worker processes, at most ``workers``, that divide every shard's streams."""
     return max(w for w in range(1, workers + 1) if all(k % w == 0 for k in streams))
@@ -129,7 +146,9 @@ class WorkerBatches(grain.DatasetIterator):
         self._iterators = [
             iter(
                 ProcessPrefetchIterDataset(
-                    self._dataset.for_worker(w, count, state), buffer_size=self._buffer_size
+                    self._dataset.for_worker(w, count, state),
+                    buffer_size=self._buffer_size,
+                    worker_init_fn=functools.partial(exit_with_parent, os.getpid()),
                 )
             )
             for w in range(count)
