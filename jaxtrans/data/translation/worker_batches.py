@@ -153,6 +153,8 @@ class WorkerBatches(grain.DatasetIterator):
             )
             for w in range(count)
         ]
+        for iterator in self._iterators:  # boot them all now, not each at its first batch
+            getattr(iterator, "start_prefetch", lambda: None)()
         self._turn = first_next % count
 
     def __next__(self) -> dict[str, np.ndarray]:
