@@ -189,8 +189,7 @@ class WorkerBatches(grain.DatasetIterator):
             if "streams" not in position:  # one stream, so one worker
                 positions[shard] = position
                 continue
-            # Each stream's state from the worker that runs it (a worker not yet asked for a
-            # batch since a restore still holds the whole restored state).
+            # Each stream's state from the worker that runs it.
             union = {}
             for w, state in enumerate(states):
                 for j, stream in state["positions"][shard]["states"].items():
