@@ -136,16 +136,17 @@ def measure_corpus(name: str, train: str, workdir: str, args) -> list[tuple]:
 
 def baseline(args, train: str, workdir: str) -> float:
     """The pipeline of commit ``args.baseline`` (text, tokenised as it goes), measured by
-    this script in a temporary worktree of it, with the same tokenizer."""
+    this script in a temporary git worktree of it (removed after), same tokenizer."""
     tree = os.path.join(args.tmp, "baseline")
-    if not os.path.isdir(tree):
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", tree, args.baseline],
-                       check=True, capture_output=True)  # fmt: skip
-    script = os.path.abspath(__file__)
-    command = [sys.executable, script, "--measure-text", f"{train}|{workdir}", "--seconds",
-               str(args.seconds)]  # fmt: skip
-    out = subprocess.run(command, env={**os.environ, "PYTHONPATH": tree}, check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+    git = ["git", "-C", REPO, "worktree"]
+    subprocess.run([*git, "add", "--detach", tree, args.baseline], check=True, capture_output=True)
+    try:
+        command = [sys.executable, os.path.abspath(__file__), "--measure-text",
+                   f"{train}|{workdir}", "--seconds", str(args.seconds)]  # fmt: skip
+        out = subprocess.run(command, env={**os.environ, "PYTHONPATH": tree}, check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+    finally:
+        subprocess.run([*git, "remove", "--force", tree], check=False, capture_output=True)
     return float(out.split()[-1])
 
 
