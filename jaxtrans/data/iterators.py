@@ -49,6 +49,7 @@ class ShuffledEpochs(Sequence):
         self.seed = seed
         self.shuffle = shuffle
         self._cache: tuple[int, np.ndarray] = (-1, np.arange(len(rows)))
+        self._row_array: np.ndarray | None = None  # rows as integers, for ``take``
 
     def __len__(self) -> int:
         return 2**62  # practically infinite: training stops by step count
@@ -60,6 +61,27 @@ class ShuffledEpochs(Sequence):
             order = np.random.default_rng([self.seed, epoch]).permutation(len(self.rows))
             self._cache = (epoch, order)
         return self.rows[order[i]]
+
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        """Items ``indices`` (int64 array) at once, as an int64 array (rows must be integers)."""
+        epochs, within = np.divmod(np.asarray(indices, np.int64), len(self.rows))
+        if self._row_array is None:
+            self._row_array = np.asarray(self.rows, np.int64)
+        rows = self._row_array
+        if not self.shuffle:
+            return rows[within]
+        out = np.empty(len(within), np.int64)
+        for epoch in np.unique(epochs):
+            where = epochs == epoch
+            out[where] = rows[self._permutation(int(epoch))[within[where]]]
+        return out
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        cached_epoch, order = self._cache
+        if epoch != cached_epoch:
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.rows))
+            self._cache = (epoch, order)
+        return order
 
 
 def local_batch_size(batch_size: int, process_count: int) -> int:

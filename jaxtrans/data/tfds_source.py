@@ -1,8 +1,10 @@
 """Sentence pairs from a TFDS translation dataset, e.g. ``wmt14_translate/de-en``.
 
 Read through TFDS's random-access data source (array_record files), which needs no
-TensorFlow once the dataset is prepared. A dataset not yet prepared is prepared on first
-use in array_record format (most builders need TensorFlow to download and convert).
+TensorFlow once the dataset is prepared; training reads the train split once, in order
+and in chunks (``read_range``), into the run's id shards. A dataset not yet prepared is
+prepared on first use in array_record format (most builders need TensorFlow to download
+and convert).
 ``tensorflow-datasets`` is the optional ``tfds`` extra: ``pip install 'jaxtrans[tfds]'``.
 """
 
@@ -107,7 +109,17 @@ class TfdsPairs(Sequence):
     def __getitem__(self, index: int) -> TranslationPair:
         if not 0 <= index < len(self):
             raise IndexError(index)
-        example = self._source[index]
+        return self._pair(self._source[index])
+
+    def read_range(self, start: int, stop: int) -> list[TranslationPair]:
+        """Pairs [start, stop) in order, read together (the data source's batched read of
+        its array_record files), as the id shards are prepared."""
+        read_many = getattr(self._source, "__getitems__", None)
+        indices = range(start, stop)
+        examples = read_many(indices) if read_many else [self._source[i] for i in indices]
+        return [self._pair(example) for example in examples]
+
+    def _pair(self, example) -> TranslationPair:
         return TranslationPair(
             text_of(example[self.source_lang]).strip(), text_of(example[self.target_lang]).strip()
         )

@@ -8,7 +8,7 @@ of another JSON type than the field's (``"d_model": "512"``, ``"num_heads": 8.5`
 for a whole number, null) is one line naming the file, the field, the value and the type
 expected. So are the values of the right type that a restored run reads and that would
 fail later, where the file is no longer known: a size below its least (LEAST_VALUES, and
-any whole number of the data section below 0: sizes, counts and seeds), a name that is
+any other whole number of the data section below 0: sizes, counts and seeds), a name that is
 not a choice, a data file name of no known type; and a model section without one of the
 task's shape fields (every version wrote them: they are the checkpoints' shapes).
 """
@@ -28,7 +28,8 @@ TOP_LEVEL_TYPES = {"seed": int, "init_from": str}
 # The least value of the numbers a restored run reads, by section (where the section has
 # the field): decoding needs a beam, a batch and room for one token, and a pair two tokens.
 LEAST_VALUES = {
-    "data": {"max_source_length": 2, "max_target_length": 2},
+    # data.workers: -1 means one worker process a core.
+    "data": {"max_source_length": 2, "max_target_length": 2, "workers": -1},
     "eval": {"beam_size": 1, "batch_size": 1, "max_extra_length": 1, "alpha": 0},
 }
 # The names a restored translation run reads, and their choices.
@@ -78,8 +79,9 @@ def _value_problem(sections: dict[str, Any], task: str) -> str | None:
     """The first value of the right type that the restored run cannot use, or None."""
     data = sections.get("data", {})
     for key, value in data.items():
-        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            return f"data.{key}={value}: a size, count or seed, not below 0"
+        least = LEAST_VALUES["data"].get(key, 0)
+        if isinstance(value, int) and not isinstance(value, bool) and value < min(least, 0):
+            return f"data.{key}={value}: a size, count or seed, not below {min(least, 0)}"
     for name, least in LEAST_VALUES.items():
         for key, bound in least.items():
             value = sections.get(name, {}).get(key)

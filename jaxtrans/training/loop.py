@@ -183,7 +183,9 @@ def compile_steps(run: Run, schedule_end: int | None) -> tuple[Callable, Callabl
 def take_step(run: Run, rs: RunState) -> None:
     """Dispatch the next training step on the next batch; its metrics join ``rs.pending``
     (on the devices until the next log fetches them)."""
+    waiting = time.perf_counter()
     local_batch = next(run.train_iter)
+    rs.input_wait += time.perf_counter() - waiting  # an input-bound run shows in the log
     batch = global_batch(local_batch, run.batch_sharding)
     rs.state, metrics = rs.train_step(rs.state, batch, run.guard.frozen)
     rs.step += 1
@@ -221,6 +223,8 @@ def log(run: Run, rs: RunState, refit: bool) -> None:
         run.train_iter.stats(),
     )
     metrics["skipped_steps"] = rs.skipped_steps
+    metrics["input_wait"] = rs.input_wait
+    metrics["input_wait_fraction"] = rs.input_wait / max(window_seconds, 1e-9)
     rs.last_metrics = metrics
     run.writer.write(rs.step, metrics)
     if rs.num_steps == math.inf:  # a run bounded by time: the steps that fit
@@ -232,7 +236,7 @@ def log(run: Run, rs: RunState, refit: bool) -> None:
             refit_schedule(run, rs, seconds_per_step)
     rs.logs_so_far += 1
     run.progress.log(rs.step, metrics)
-    rs.pending, rs.window_start, rs.window_steps = [], time.time(), 0
+    rs.pending, rs.window_start, rs.window_steps, rs.input_wait = [], time.time(), 0, 0.0
 
 
 def refit_schedule(run: Run, rs: RunState, seconds_per_step: float) -> None:

@@ -102,9 +102,15 @@ def duration(seconds: float) -> str:
     return f"{days}d {clock}" if days else clock
 
 
+# The console line says how much of a log window the loop spent waiting for batches
+# (metrics.jsonl: input_wait seconds, input_wait_fraction) from this fraction on.
+INPUT_WAIT_SHOWN = 0.05
+
+
 class Progress:
     """One console line per logged step: step, epoch (where the data says), loss, lr,
-    tokens/s and the time left.
+    tokens/s, the share of the time spent waiting for input (from INPUT_WAIT_SHOWN on: an
+    input-bound run) and the time left.
 
     The time left is extrapolated from the steps since the first log of this process, so
     that the compilation in the first window does not count as training time; until the
@@ -134,9 +140,11 @@ class Progress:
     def line(self, step: int, metrics: dict[str, Any]) -> str:
         shown = "  ".join(f"{key} {metrics[key]:.4f}" for key in self.headline if key in metrics)
         epoch = f"epoch {metrics['epoch']:.2f}  " if metrics.get("epoch") is not None else ""
+        waited = metrics.get("input_wait_fraction") or 0.0
+        waits = f"input wait {waited:.0%}  " if waited >= INPUT_WAIT_SHOWN else ""
         return (
             f"step {step:>7}/{self.last_step}  {epoch}loss {metrics['loss']:.4f}  {shown}  "
-            f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  "
+            f"lr {metrics['lr']:.2e}  {metrics['tokens_per_sec']:,.0f} tok/s  {waits}"
             f"eta {duration(self.eta_seconds(step))}"
         )
 

@@ -91,6 +91,7 @@ class RunState:
     pending: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     window_start: float = 0.0  # when the log window began (time.time())
     window_steps: int = 0
+    input_wait: float = 0.0  # seconds blocked in next(train_iter) in the log window
     first_window: tuple[float, int] = (0.0, 0)  # seconds (compilation included), steps
     logs_so_far: int = 0
     last_metrics: dict[str, Any] = field(default_factory=dict)

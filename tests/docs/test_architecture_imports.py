@@ -42,6 +42,7 @@ LAYERS = {
     "pictures": ("programs", 5),
     "export": ("programs", 5),
     "compile": ("programs", 5),
+    "prepare": ("programs", 5),
     "translator": ("programs", 5),
 }
 # The largest module allowed, and the modules allowed more, with the reason (none now).

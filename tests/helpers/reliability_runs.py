@@ -21,7 +21,7 @@ from tiny_configs import TINY_TRANSLATION
 
 STEPS = 8
 # Keys of a metrics record that measure time, not training; everything else must repeat.
-TIMING_KEYS = {"tokens_per_sec", "steps_per_sec", "mfu"}
+TIMING_KEYS = {"tokens_per_sec", "steps_per_sec", "mfu", "input_wait", "input_wait_fraction"}
 
 
 @functools.cache

@@ -67,6 +67,9 @@ TINY_TRANSLATION = {
     "data.max_target_length": 24,
     "train.log_every": 1,
     "train.eval_every": 0,
+    # Batches made in the training process: seconds saved per run (worker processes are
+    # tested on their own, tests/unit/data/test_data_workers.py).
+    "data.workers": 0,
 }
 
 # configs/bert_demo.py shrunk likewise.

@@ -25,7 +25,7 @@ PEAK = 2  # the step of the lowest dev loss
 PATIENCE = 3
 STOP = PEAK + PATIENCE  # evaluated every step: the step the run stops after
 KEEP = 2  # train.keep_checkpoints
-TIMING_KEYS = {"tokens_per_sec", "steps_per_sec", "mfu"}
+TIMING_KEYS = {"tokens_per_sec", "steps_per_sec", "mfu", "input_wait", "input_wait_fraction"}
 
 
 def keep_best_flags(**overrides) -> list[str]:

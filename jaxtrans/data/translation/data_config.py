@@ -58,6 +58,10 @@ def get_data_config() -> ml_collections.ConfigDict:
     data.shuffle = True
     # Batches prepared ahead of the training step, in a background thread.
     data.prefetch_batches = 8
+    # Worker processes that pack and batch the training data (grain), -1 = one a core
+    # (at most 8), 0 = in the training process (prefetched in a thread). A new run makes
+    # its batches in max(workers, 1) packing streams; resumed, any count makes the same.
+    data.workers = -1
     # "sentencepiece" (trained into the workdir with the spm_* settings below) or a Hugging
     # Face tokenizer.json, or a directory with one or with a BERT vocab.txt (WordPiece, BPE,
     # Unigram), or a Marian (opus-mt) directory (source.spm, vocab.json, ...), copied into

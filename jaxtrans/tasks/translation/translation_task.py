@@ -21,6 +21,7 @@ import ml_collections
 from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.evaluation import eval_batches
+from jaxtrans.data.translation.id_shards import IdShards, ensure_id_shards
 from jaxtrans.data.translation.sources import SplitPairs, read_dev_split, read_split
 from jaxtrans.data.translation.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
@@ -94,6 +95,7 @@ class TranslationTask(Task):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
         self._dev: Any = _NOT_READ
+        self.id_shards: IdShards | None = None  # from_config's; None: tokenised into memory
         # Whether a dev record has said how many malformed dev lines were skipped.
         self._told_skipped = False
 
@@ -124,6 +126,7 @@ class TranslationTask(Task):
         run_config = resolve_config(config, tokenizer)
         task = cls(run_config, model_config_of(run_config), tokenizer)
         task._dev = dev
+        task.id_shards = ensure_id_shards(run_config.data, tokenizer, workdir)  # ids, once
         return task
 
     @classmethod
@@ -230,6 +233,7 @@ class TranslationTask(Task):
             seed=seed,
             process_index=process_index,
             process_count=process_count,
+            shards=self.id_shards,
         )
 
     def steps_per_epoch(self, seed: int, process_count: int) -> tuple[int, str]:
@@ -237,8 +241,9 @@ class TranslationTask(Task):
         does (jaxtrans.data.translation.epochs)."""
         from jaxtrans.data.translation.epochs import batches_per_epoch  # grain: when training
 
+        data, shards = self.config.data, self.id_shards
         steps, usable = batches_per_epoch(
-            self.config.data, self.tokenizer, seed=seed, process_count=process_count
+            data, self.tokenizer, seed=seed, process_count=process_count, shards=shards
         )
         rows = self.config.data.batch_size
         return steps, f"counted: {usable} usable pairs packed into batches of {rows} rows"

@@ -23,7 +23,7 @@ NUMBERED = 103  # lines of the numbered file: odd, so two shards differ in size
 def small_demo_config(**overrides):
     data = get_data_config()
     data.update(dict(demo_train_size=1500, demo_dev_size=50, demo_test_size=50, vocab_size=300))
-    data.update(batch_size=8, max_source_length=32, max_target_length=32)
+    data.update(batch_size=8, max_source_length=32, max_target_length=32, workers=0)
     data.update(overrides)
     return data
 
@@ -384,3 +384,8 @@ def test_a_state_made_with_another_batch_size_is_a_user_error(demo_tokenizer):
     state = train_iterator(small_demo_config(batch_size=4), demo_tokenizer, seed=0).get_state()
     with pytest.raises(UserError, match="batch_size=4, this run has batch_size=8"):
         train_iterator(small_demo_config(batch_size=8), demo_tokenizer, seed=0).set_state(state)
+
+
+def test_a_worker_count_below_minus_one_is_a_user_error(demo_tokenizer):
+    with pytest.raises(UserError, match=r"--config.data.workers=-2: use a whole number"):
+        train_iterator(small_demo_config(workers=-2), demo_tokenizer, seed=0)

@@ -102,3 +102,20 @@ def test_training_batches_come_from_the_tfds_dataset(data_dir, tmp_path):
     batch = next(train_iterator(data, tokenizer, seed=0))
     assert tokenizer.decode_source(batch["source"][0]).startswith("hallo nummer")
     assert tokenizer.decode_target(batch["target_out"][0]).startswith("hello number")
+
+
+def test_the_id_shards_of_a_tfds_split_hold_its_pairs_in_stored_order(data_dir, tmp_path):
+    """Prepared in chunks (read_range: the data source's batched reads), the shards equal
+    the pairs read one index at a time."""
+    from jaxtrans.data.translation.id_shards import ensure_id_shards
+
+    data = config(data_dir, max_source_length=16, workers=0)
+    workdir = str(tmp_path / "run")
+    tokenizer = load_or_train_tokenizer(data, workdir)
+    pairs = training_pairs(data)
+    assert pairs.read_range(3, 9) == [pairs[i] for i in range(3, 9)]
+    shards = ensure_id_shards(data, tokenizer, workdir, say=lambda line: None)
+    assert len(shards) == len(TRAIN)
+    for i in range(len(pairs)):
+        assert shards.ids(0, i).tolist() == tokenizer.encode_source(pairs[i].source)
+        assert shards.ids(1, i).tolist() == tokenizer.encode_target(pairs[i].target)

@@ -61,3 +61,40 @@ def test_the_time_left_leaves_out_the_first_window_and_its_compilation(capsys):
     assert lines[0].endswith("eta ?")  # nothing measured yet but the compilation
     assert lines[1].endswith("eta 00:01:38")  # 980 steps * 0.1 s, not 980 * 3.05 s
     assert lines[2].endswith("eta 00:01:36")
+
+
+def test_the_line_says_the_share_of_time_waiting_for_input_when_it_matters():
+    progress = Progress(last_step=1000, headline=())
+    input_bound = progress.line(10, {**METRICS, "input_wait_fraction": 0.37})
+    fed = progress.line(10, {**METRICS, "input_wait_fraction": 0.01})
+    assert "input wait 37%" in input_bound
+    assert "input wait" not in fed
+    assert "input wait" not in progress.line(10, METRICS)  # a task without the measure
+
+
+def test_a_step_counts_the_seconds_blocked_on_its_batch(monkeypatch):
+    """take_step adds the time spent in next(train_iter), and only that, to the window."""
+    import time
+    from types import SimpleNamespace
+
+    from jaxtrans.training import loop
+    from jaxtrans.training.run_setup import RunState
+
+    def slow_batches():
+        while True:
+            time.sleep(0.2)
+            yield {"x": 0}
+
+    def step(state, batch, frozen):
+        time.sleep(0.3)  # the step's own time is not waiting for input
+        return state, {"nonfinite": False}
+
+    monkeypatch.setattr(loop, "global_batch", lambda local, sharding: local)
+    monkeypatch.setattr(loop, "wait_for_step_before_last", lambda pending: None)
+    guard = SimpleNamespace(frozen=False, track=lambda *args: None)
+    run = SimpleNamespace(train_iter=slow_batches(), batch_sharding=None, guard=guard)
+    rs = RunState(state=None, num_steps=10, step=0, skipped_steps=0)
+    rs.train_step = step
+    loop.take_step(run, rs)
+    loop.take_step(run, rs)
+    assert 0.4 <= rs.input_wait < 0.55
