@@ -9,7 +9,7 @@ is not shorter than ``max_target`` are left out, as in input_pipeline's padded b
 """
 
 import numpy as np
-from input_pipeline import pad_batch
+from input_padding import pad_batch
 
 from jaxtrans.data.reserved_pieces import EOS_ID
 
@@ -47,7 +47,7 @@ def max_tokens_batches(
     pairs, tokenizer, max_tokens: int, max_source: int, max_target: int,
     window: int = 16_384, seed: int = 0,
 ):  # fmt: skip
-    """Endless batches (input_pipeline.pad_batch's arrays), epoch after epoch."""
+    """Endless batches (input_padding.pad_batch's arrays), epoch after epoch."""
     sources, targets = encode_pairs(pairs, tokenizer, max_source, max_target)
     lengths = np.array([max(len(s), len(t) + 1) for s, t in zip(sources, targets, strict=True)])
     rng = np.random.default_rng(seed)

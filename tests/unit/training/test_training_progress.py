@@ -90,8 +90,7 @@ def test_a_step_counts_the_seconds_blocked_on_its_batch(monkeypatch):
         return state, {"nonfinite": False}
 
     monkeypatch.setattr(loop, "global_batch", lambda local, sharding: local)
-    monkeypatch.setattr(loop, "wait_for_step_before_last", lambda pending: None)
-    guard = SimpleNamespace(frozen=False, track=lambda *args: None)
+    guard = SimpleNamespace(frozen=False, after_dispatch=lambda *args: None)
     run = SimpleNamespace(train_iter=slow_batches(), batch_sharding=None, guard=guard)
     rs = RunState(state=None, num_steps=10, step=0, skipped_steps=0)
     rs.train_step = step
