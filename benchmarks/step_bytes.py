@@ -169,6 +169,7 @@ def compile_step_text(argv: list[str]):
     from jaxtrans.programs.cli import define_config_flag, parse_flags
     from jaxtrans.tasks import compile_task
     from jaxtrans.training.ahead_of_time import compile_train_step
+    from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 
     def define(values):
         from absl import flags
@@ -178,6 +179,7 @@ def compile_step_text(argv: list[str]):
 
     values = parse_flags(["step_bytes", *argv], define, "step_bytes --config CONFIG --topology T")
     slice_ = target_named(values.topology)
+    partition_rng_on_tpu(values.config.train.get("dropout_rng_impl", "threefry"))
     devices = compile_only_devices(slice_)
     step = compile_train_step(values.config, compile_task, devices, slice_.hosts)
     return step.cost, slice_

@@ -19,6 +19,7 @@ from jaxtrans.nn.attention_kernels import model_attention_kernels
 from jaxtrans.tasks import compile_task
 from jaxtrans.tasks.translation.translation_compile import compile_beam_decoding
 from jaxtrans.training.ahead_of_time import CompiledTrainStep, compile_train_step
+from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 
 GIB = 2**30
 # The largest batch --find_batch tries: this many times the smallest step of rows.
@@ -36,6 +37,8 @@ def compile_for_slice(
     (compile_targets); the report: its train step, its decoding (translation, ``decode``)
     and, with ``find_batch``, the largest batch that fits with remat on and off."""
     slice_ = target_named(topology)
+    # As train.py does: rbg dropout bits split over the chips (before libtpu starts).
+    partition_rng_on_tpu(config.train.get("dropout_rng_impl", "threefry"))
     devices = compile_only_devices(slice_)
     step = _compile(config, slice_, devices)
     report = {
