@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import jax
 
+from jaxtrans.program_bytes import hbm_bytes
+
 
 @dataclass(frozen=True)
 class ProgramCost:
@@ -37,6 +39,10 @@ class ProgramCost:
     # analysis of the compiled module (flops then 0: that count misses the kernels that
     # are custom calls, cuDNN attention, cuBLAS matmuls).
     bytes_from_hlo: bool = False
+    # The bytes its operations read and write in HBM, from its HLO (program_bytes): what a
+    # roofline should divide by the HBM bandwidth (the compiler's bytes_accessed counts the
+    # on-chip memories' traffic too on a TPU).
+    hbm_bytes: float = 0.0
     # The compiled program's HLO text (benchmarks/step_bytes.py reads its operations).
     text: str = field(default="", repr=False, compare=False)
 
@@ -71,6 +77,7 @@ def program_cost(compiled: jax.stages.Compiled) -> ProgramCost:
         seconds=float(seconds) if seconds is not None and seconds > 0 else None,
         custom_calls=tuple(calls),
         bytes_from_hlo=from_hlo,
+        hbm_bytes=hbm_bytes(text),
         text=text,
     )
 

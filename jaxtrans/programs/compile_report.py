@@ -113,6 +113,7 @@ def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]
         "spare_bytes_per_device": hbm - total,
         "compiler_flops_per_step": step.cost.flops * chips if step.cost.flops else None,
         "bytes_accessed_per_device": step.cost.bytes_accessed or None,
+        "hbm_traffic_per_device": step.cost.hbm_bytes or None,
         "model_flops_per_step": model_flops,
         "estimated_step_seconds": seconds,
         "estimate_from": source,
@@ -130,28 +131,26 @@ def estimated_seconds(
 ) -> tuple[float | None, str | None]:
     """(seconds a step, where the figure comes from): the compiler's cost model, or where
     it gives none, a roofline: the longer of the FLOPs at the device's bf16 peak and the
-    bytes accessed at its HBM bandwidth. The counts are the compiler's own (TPU); where
-    the compiler counts none (the CUDA compiler without a GPU), the FLOPs are jaxtrans's
-    model count and the bytes the HLO cost analysis of the compiled program."""
+    program's HBM bytes at its HBM bandwidth. The FLOPs are the larger of the compiler's
+    count (which takes a loop's body once) and jaxtrans's model count; the HBM bytes are
+    each operation's operands and results in HBM, loops unrolled (program_bytes), not the
+    compiler's "bytes accessed", which on a TPU counts the on-chip memories' traffic too."""
     if cost.seconds:
         return cost.seconds, "the compiler's cost model"
-    flops = cost.flops or model_flops_per_device
-    roofline = max(
-        flops / slice_.peak_bf16_flops, cost.bytes_accessed / slice_.hbm_bytes_per_second
-    )
+    flops = max(cost.flops, model_flops_per_device)
+    moved = cost.hbm_bytes or cost.bytes_accessed
+    roofline = max(flops / slice_.peak_bf16_flops, moved / slice_.hbm_bytes_per_second)
     if roofline <= 0:
         return None, None
-    if cost.flops and not cost.bytes_from_hlo:
-        return roofline, "the roofline of the compiler's FLOP and byte counts"
     return roofline, (
-        f"the roofline of {'the compiler' if cost.flops else 'jaxtrans'}'s FLOP count at "
+        "the roofline of the FLOPs (the larger of the compiler's and the model's count) at "
         "the datasheet's bf16 peak and "
         + (
-            "the compiled program's bytes by XLA's HLO cost analysis"
-            if cost.bytes_from_hlo
+            "the program's HBM bytes (its operations' operands and results, from its HLO)"
+            if cost.hbm_bytes
             else "the compiler's byte count"
         )
-        + " at its HBM bandwidth"
+        + " at the HBM bandwidth"
     )
 
 
@@ -280,6 +279,17 @@ def describe(report: dict[str, Any]) -> str:
             else ""
         ),
     ]
+    if report["hbm_traffic_per_device"]:
+        counted = report["bytes_accessed_per_device"]
+        lines.append(
+            f"bytes moved a step per device: {report['hbm_traffic_per_device'] / 1e9:.3f} GB in "
+            "HBM (its operations' operands and results, loops unrolled)"
+            + (
+                f"; the compiler counts {counted / 1e9:.2f} GB accessed, on-chip memory included"
+                if counted
+                else ""
+            )
+        )
     if report["estimated_step_seconds"]:
         lines.append(
             f"estimate ({report['estimate_from']}, not a measurement): "

@@ -305,8 +305,8 @@ class TranslationTask(Task):
         return metrics
 
     def batch_shapes(self, rows: int) -> Batch:
-        """int32 [rows, max_source_length] or [rows, max_target_length] (pipeline.py)."""
-        from jaxtrans.data.translation.pipeline import SOURCE_KEYS, TARGET_KEYS  # grain
+        """int32 [rows, max_source_length] or [rows, max_target_length] (packed_rows.py)."""
+        from jaxtrans.data.translation.packed_rows import SOURCE_KEYS, TARGET_KEYS  # grain
 
         data = self.config.data
         source = jax.ShapeDtypeStruct((rows, int(data.max_source_length)), jnp.int32)
