@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - HLO lines as the compiler prints them
 """The bytes a compiled program moves, counted from its HLO text (jaxtrans.program_bytes):
 by hand on a small module with a loop, an asynchronous prefetch into on-chip memory and a
 fusion that reads it, and on a program jax compiles here."""
