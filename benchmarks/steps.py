@@ -106,9 +106,14 @@ def real_target_tokens(batch: Batch) -> int:
 
 
 def jaxtrans_config(shapes: Shapes, **overrides) -> TransformerConfig:
-    """configs/base.py's model section at these dimensions (dropout 0.1, Post-LN, tied)."""
+    """configs/base.py's model section at these dimensions (Post-LN, tied), with the recipe
+    torch's nn.Transformer peer runs on a CPU: float32, dropout 0.1 on residuals, attention
+    weights and activations (base itself computes in bfloat16 without the last two)."""
     model = get_config().model.to_dict()
     model.update(
+        dtype="float32",
+        attention_dropout_rate=0.1,
+        activation_dropout_rate=0.1,
         d_model=shapes.d_model,
         num_heads=shapes.num_heads,
         d_ff=shapes.d_ff,

@@ -18,7 +18,7 @@ target logit is a masked sum over the vocabulary, not a gather, so a split vocab
 reduced, not gathered).
 
 Arithmetic: the products in ``compute_dtype`` with float32 results
-(``preferred_element_type``), the bias added and the log-softmax taken in float32. In
+(jaxtrans.nn.products.float32_product), the bias added and the log-softmax taken in float32. In
 float32 that is the plain path's arithmetic (which projects in the compute dtype and then
 casts to float32); in bfloat16 the plain path rounds its logits to bfloat16 first, so the
 two agree to bfloat16's rounding, not exactly. d_kernel and d_bias are accumulated over the
@@ -35,6 +35,8 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from jaxtrans.nn.products import float32_product
 
 # The logical axes of a chunk's logits (jaxtrans.training.sharding's rules: rows over the
 # data axes, the vocabulary over tensor); outside a mesh and its rules, no constraint.
@@ -118,12 +120,7 @@ def _chunk(x: jnp.ndarray, index, positions: int) -> jnp.ndarray:
 def _logits(h: jnp.ndarray, kernel: jnp.ndarray, bias: jnp.ndarray | None, dtype) -> jnp.ndarray:
     """h [rows, p, d_model] -> float32 logits [rows, p, vocab]: products in ``dtype``; the
     rows laid out as the batch and the vocabulary as the kernel's (LOGITS_AXES)."""
-    logits = jax.lax.dot_general(
-        h.astype(dtype),
-        kernel.astype(dtype),
-        (((2,), (0,)), ((), ())),
-        preferred_element_type=jnp.float32,
-    )
+    logits = float32_product(h, kernel, (((2,), (0,)), ((), ())), dtype)
     if bias is not None:
         logits = logits + bias.astype(jnp.float32)
     return nn.with_logical_constraint(logits, LOGITS_AXES)
@@ -189,16 +186,11 @@ def _backward(smoothing, positions, dtype, residuals, cotangents):
         if d_bias is not None:
             d_bias = d_bias + jnp.sum(d_logits, axis=(0, 1))
         d_logits = d_logits.astype(dtype)
-        d_h = jax.lax.dot_general(
-            d_logits, kernel_c, (((2,), (1,)), ((), ())), preferred_element_type=jnp.float32
-        )
+        d_h = float32_product(d_logits, kernel_c, (((2,), (1,)), ((), ())), dtype)
         d_hidden = jax.lax.dynamic_update_slice_in_dim(
             d_hidden, d_h.astype(d_hidden.dtype), index * positions, axis=1
         )
-        d_kernel = d_kernel + jax.lax.dot_general(
-            h.astype(dtype), d_logits, (((0, 1), (0, 1)), ((), ())),
-            preferred_element_type=jnp.float32,
-        )  # fmt: skip
+        d_kernel = d_kernel + float32_product(h, d_logits, (((0, 1), (0, 1)), ((), ())), dtype)
         return (d_hidden, d_kernel, d_bias), None
 
     start = (

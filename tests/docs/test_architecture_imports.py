@@ -30,6 +30,7 @@ LAYERS = {
     "gpu_machines": ("foundation", 0),
     "compile_targets": ("foundation", 0),
     "compiled_programs": ("foundation", 0),
+    "program_bytes": ("foundation", 0),
     "compilation_cache": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),

@@ -131,7 +131,8 @@ def test_cudnn_attention_is_in_the_compiled_gpu_step():
     devices = compile_only_devices(machine)
     step = compile_train_step(config, lambda c: _UnpackedBatches(compile_task(c)), devices, 1)
     report = train_step_report(step, machine)
-    assert report["attention_kernel"]["encoder self"] == "cudnn"
+    # (The report's attention_kernel predicts for train.py's batches, which carry segment
+    # arrays and so take Triton; these rows carry none.)
     calls = report["custom_calls"]
     # Forward and backward cuDNN fused attention, found in the compiled HLO.
     assert "__cudnn$fmhaSoftmax" in calls and "__cudnn$fmhaSoftmaxBackward" in calls, calls

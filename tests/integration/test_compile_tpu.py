@@ -52,8 +52,10 @@ def tiny(**overrides):
 
 @pytest.fixture(scope="module")
 def data_parallel():
-    """The tiny run on v5e-8, every device a replica (mesh data=8)."""
-    return compile_for_slice(tiny(**{"mesh.data": -1}), "v5e-8", decode=False)
+    """The tiny run on v5e-8, every device a replica (mesh data=8), XLA's attention (the
+    default, auto, would take splash on a TPU: the sharded fixture below)."""
+    overrides = {"mesh.data": -1, "model.attention_impl": "xla"}
+    return compile_for_slice(tiny(**overrides), "v5e-8", decode=False)
 
 
 def test_a_replicated_step_holds_every_parameter_on_each_device(data_parallel):

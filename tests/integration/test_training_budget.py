@@ -78,6 +78,8 @@ class VirtualClock:
     def time(self) -> float:
         return self.now
 
+    perf_counter = time  # the input wait's clock: no virtual time passes in next()
+
     def install(self, monkeypatch) -> None:
         monkeypatch.setattr(budget, "time", self)
         monkeypatch.setattr(loop, "time", self)
