@@ -68,11 +68,16 @@ def compile_row(row: str, find_batch: bool) -> dict:
 def markdown_row(row: str, report: dict) -> str:
     shown = " ".join(command(row, False)[3:]).replace(" --json", "")
     if "error" in report:
-        return f"| `{row}` | error: {report['error']} | | | | | | `{shown}` |"
+        return f"| `{row}` | error: {report['error']} | | | | | | | | `{shown}` |"
     total = report["bytes_per_device"]["total"]
     fits = "fits" if report["fits"] else "**does not fit**"
     seconds = report["estimated_step_seconds"]
     mfu = report["estimated_mfu"]
+    serial, serial_mfu = (
+        report.get("estimated_step_seconds_no_overlap"),
+        report.get("estimated_mfu_no_overlap"),
+    )
+    hbm = report.get("hbm_traffic_per_device")
     found = report.get("find_batch")
     batch = (
         f"{found['remat_off']['rows']} / {found['remat_on']['rows']}" if found else "not searched"
@@ -80,8 +85,16 @@ def markdown_row(row: str, report: dict) -> str:
     return (
         f"| `{row}` | {report['rows_per_step']} rows: {fits} | {total / GIB:.2f} of "
         f"{report['hbm_bytes_per_device'] / GIB:.0f} GiB | {batch} | "
-        + (f"{seconds * 1e3:.1f} ms" if seconds else "no estimate")
-        + f" | {f'{mfu:.0%}' if mfu else '-'} | {report['wall_seconds']:.0f} s | `{shown}` |"
+        + (f"{hbm / 1e9:.2f} GB" if hbm and hbm >= 1e8 else f"{hbm / 1e6:.1f} MB" if hbm else "-")
+        + " | "
+        + (f"{seconds * 1e3:.1f}" if seconds else "no estimate")
+        + (f"-{serial * 1e3:.1f}" if serial and seconds else "")
+        + (" ms" if seconds else "")
+        + " | "
+        + (f"{serial_mfu:.0%}-" if serial_mfu and mfu else "")
+        + (f"{mfu:.0%}" if mfu else "-")
+        + f" | {', '.join(report.get('custom_calls', [])) or '-'}"
+        + f" | {report['wall_seconds']:.0f} s | `{shown}` |"
     )
 
 
@@ -92,10 +105,11 @@ def main() -> None:
     args = parser.parse_args()
     print(
         "| config / slice | at the config's batch | peak HBM per device | largest batch "
-        "(rows, remat off / on) | step time (estimate) | MFU (estimate) | compile time | "
+        "(rows, remat off / on) | HBM traffic a step | step time (estimate: overlapped - "
+        "not) | MFU (estimate: not overlapped - overlapped) | custom calls | compile time | "
         "command |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in args.rows:
         print(markdown_row(row, compile_row(row, args.find_batch)), flush=True)
 

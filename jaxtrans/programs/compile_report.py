@@ -89,6 +89,9 @@ def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]
     total = step.bytes["total"]
     model_flops = step.task.step_flops()
     seconds, source = estimated_seconds(step.cost, slice_, model_flops / chips)
+    # The other end of a roofline (not of the compiler's own cost model, where it answers).
+    roofline = seconds and not step.cost.seconds
+    serial = no_overlap_seconds(step.cost, slice_, model_flops / chips) if roofline else None
     data = step.config.data
     length = int(data.get("max_target_length", 0) or data.get("max_seq_length", 0))
     rows = int(data.batch_size)
@@ -123,6 +126,14 @@ def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]
             if seconds and model_flops
             else None
         ),
+        # The same counts with compute and HBM traffic one after the other, not overlapped:
+        # a roofline is a bound (with nothing to overlap, its MFU is 100%), this the other end.
+        "estimated_step_seconds_no_overlap": serial,
+        "estimated_mfu_no_overlap": (
+            model_flops / serial / (slice_.peak_bf16_flops * chips)
+            if serial and model_flops
+            else None
+        ),
     }
 
 
@@ -152,6 +163,14 @@ def estimated_seconds(
         )
         + " at the HBM bandwidth"
     )
+
+
+def no_overlap_seconds(cost, slice_: Target, model_flops_per_device: float = 0.0) -> float:
+    """The FLOPs at the peak plus the HBM bytes at the bandwidth (estimated_seconds'
+    counts): the step if its compute and its memory traffic never overlapped."""
+    flops = max(cost.flops, model_flops_per_device)
+    moved = cost.hbm_bytes or cost.bytes_accessed
+    return flops / slice_.peak_bf16_flops + moved / slice_.hbm_bytes_per_second
 
 
 def largest_batch(
@@ -296,6 +315,13 @@ def describe(report: dict[str, Any]) -> str:
             f"{report['estimated_step_seconds'] * 1e3:.1f} ms a step, "
             f"{report['estimated_token_slots_per_second']:,.0f} token slots/s"
             + (f", MFU {report['estimated_mfu']:.0%}" if report["estimated_mfu"] else "")
+            + (
+                f"; with compute and memory traffic not overlapped "
+                f"{report['estimated_step_seconds_no_overlap'] * 1e3:.1f} ms, MFU "
+                f"{report['estimated_mfu_no_overlap']:.0%}"
+                if report.get("estimated_mfu_no_overlap")
+                else ""
+            )
         )
     else:
         lines.append("estimate: the compiler gave no time estimate for this program")
