@@ -61,18 +61,22 @@ class Operation:
 
 
 def _computations(text: str) -> dict[str, tuple[bool, list[str]]]:
-    """name -> (is the entry, its instruction lines)."""
+    """name -> (is the entry, its instruction lines). An instruction's text may span lines
+    (a Pallas kernel's backend config holds newlines): a line that does not open an
+    instruction continues the one before; only a bare "}" closes a computation."""
     found, name, lines, entry = {}, None, [], False
     for line in text.splitlines():
         if name is None:
             header = _HEADER.match(line)
             if header and line.rstrip().endswith("{"):
                 name, entry, lines = header.group(2), bool(header.group(1)), []
-        elif line.startswith("}"):
+        elif line.rstrip() == "}":
             found[name] = (entry, lines)
             name = None
-        else:
+        elif line.startswith("  ") or not lines:
             lines.append(line)
+        else:
+            lines[-1] += line
     return found
 
 
