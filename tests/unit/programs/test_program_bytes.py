@@ -36,7 +36,10 @@ ENTRY %main (a: f32[256,128]) -> f32[256,128] {
   %cs = (f32[256,128]{1,0}, f32[256,128]{1,0:S(1)}, u32[]) copy-start(%a)
   %cd = f32[256,128]{1,0:S(1)} copy-done(%cs)
   %onchip = f32[256,128]{1,0:S(1)} fusion(%cd, %cd), kind=kLoop, calls=%fused_add
-  %back = f32[256,128]{1,0} copy(%onchip)
+  %kernel = f32[256,128]{1,0:S(1)} custom-call(%onchip), custom_call_target="tpu_custom_call", backend_config={"custom_call_config": {"body": "a kernel's text",
+"xprof_metadata":"{\\"block_q\\": 128
+}}, metadata={op_name="jit(f)/splash"}
+  %back = f32[256,128]{1,0} copy(%kernel)
   %zero = s32[] constant(0)
   %init = (s32[], f32[256,128]{1,0}) tuple(%zero, %back)
   %loop = (s32[], f32[256,128]{1,0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
@@ -56,11 +59,18 @@ def test_each_operation_counts_its_operands_and_result_where_they_live():
     ops = {op.name: op for op in operations(MODULE)}
     # Containers, views and parameters move nothing of their own; the -start is counted
     # at its -done.
-    assert set(ops) == {"cd", "onchip", "back", "y"}
+    assert set(ops) == {"cd", "onchip", "kernel", "back", "y"}
     # The prefetch: one read of HBM, one write of on-chip memory.
     assert (ops["cd"].bytes, ops["cd"].hbm) == (2 * ARRAY, ARRAY)
     # A fusion over on-chip operands into on-chip memory touches no HBM.
     assert (ops["onchip"].bytes, ops["onchip"].hbm) == (3 * ARRAY, 0)
+    # A kernel whose text spans lines (a Pallas kernel's backend config) is one operation,
+    # and the computation goes on after it.
+    assert (ops["kernel"].bytes, ops["kernel"].hbm, ops["kernel"].source) == (
+        2 * ARRAY,
+        0,
+        "splash",
+    )
     # The copy back: reads on-chip memory, writes HBM.
     assert (ops["back"].bytes, ops["back"].hbm) == (2 * ARRAY, ARRAY)
     # The loop body runs three times (its known trip count); the operand read twice.
