@@ -91,7 +91,7 @@ class CheckpointUnreadable(Exception):
 def _restoring(step: int):
     """An orbax read of checkpoint ``step``; damage becomes CheckpointUnreadable, any other
     error is raised as it is."""
-    with operation():
+    with operation(reading=True):
         try:
             yield
         except Exception as error:

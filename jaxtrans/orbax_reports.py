@@ -16,10 +16,12 @@ after a failure it stays, because the abandoned work reports whenever it is coll
 often only at exit.
 
 asyncio's error records (a task's exception nobody retrieved, a failed callback) are dropped
-only once one of our operations has failed and said so in its own error: before that, an
-error from orbax's code may be the only sign that a write in flight went wrong, so it is
-shown. (Unraisable reports and coroutines never awaited are what an operation abandons as
-it fails, before its error reaches us; they are dropped while it runs.)
+once one of our operations has failed and said so in its own error, and while a read runs
+(a read's failure always reaches its caller, which reports it; orbax abandons the sibling
+reads as it closes its loop, before the error gets out): otherwise an error from orbax's
+code may be the only sign that a write in flight went wrong, so it is shown. (Unraisable
+reports and coroutines never awaited are what an operation abandons as it fails, before
+its error reaches us; they are dropped while it runs.)
 """
 
 import contextlib
@@ -77,6 +79,7 @@ class AbandonedWork(logging.Filter):
     def __init__(self):
         super().__init__()
         self.running = 0  # our orbax operations running now
+        self.reading = 0  # of them, reads (restores)
         self.failed = False  # one failed: what it abandoned may report at any time
         self.previous_hook = self.previous_unawaited = None
 
@@ -115,7 +118,7 @@ class AbandonedWork(logging.Filter):
             self.previous_hook(report)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.failed:  # no failure reported yet: this may be the one
+        if not self.failed and not self.reading:  # no failure yet: this may be the one
             return True
         try:
             error = record.exc_info[1] if record.exc_info else None
@@ -141,12 +144,16 @@ abandoned_work = AbandonedWork()
 
 
 @contextlib.contextmanager
-def operation():
-    """An orbax read or write; what it abandons if it fails is not reported."""
+def operation(reading: bool = False):
+    """An orbax read (``reading``) or write; what it abandons if it fails is not
+    reported."""
     abandoned_work.begin()
+    abandoned_work.reading += reading
     try:
         yield
     except BaseException:
         abandoned_work.end(failed=True)
         raise
+    finally:
+        abandoned_work.reading -= reading
     abandoned_work.end(failed=False)

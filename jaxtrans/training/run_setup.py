@@ -146,6 +146,7 @@ def set_up_run(
         check_resumable(task, load_run_config(workdir), workdir)
     if is_main:
         save_run_config(workdir, run_config)
+    distributed.main_process_first(task.prepare_data)
     num_steps = run_length(config, task, is_main)
     # A linear schedule in a run that only the time budget bounds: until the step time is
     # known, a decay too long to matter (the warm-up is the same); then the real length.

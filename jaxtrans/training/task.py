@@ -64,6 +64,11 @@ class TrainingTask(abc.ABC):
     def summarize(self, sums: dict[str, jnp.ndarray]) -> dict[str, jnp.ndarray]:
         """Means from sums; must include ``loss`` and ``tokens`` (for tokens/s)."""
 
+    def prepare_data(self) -> None:  # noqa: B027 - a hook: most tasks have nothing to write
+        """Write what training reads ahead of it into the workdir (e.g. the tokenised
+        training data); default nothing. Set-up calls it once the run is known to resume
+        (or start) cleanly, on process 0 first, so that a refused run writes nothing."""
+
     @abc.abstractmethod
     def train_iterator(self, seed: int, process_index: int, process_count: int) -> Iterator:
         """Checkpointable iterator of local training batches: ``get_state()``,

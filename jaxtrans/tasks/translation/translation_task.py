@@ -95,7 +95,8 @@ class TranslationTask(Task):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
         self._dev: Any = _NOT_READ
-        self.id_shards: IdShards | None = None  # from_config's; None: tokenised into memory
+        self.id_shards: IdShards | None = None  # prepare_data's; None: tokenised into memory
+        self._workdir: str | None = None  # from_config's: where prepare_data writes them
         # Whether a dev record has said how many malformed dev lines were skipped.
         self._told_skipped = False
 
@@ -125,9 +126,14 @@ class TranslationTask(Task):
         tokenizer = load_or_train_tokenizer(config.data, workdir)
         run_config = resolve_config(config, tokenizer)
         task = cls(run_config, model_config_of(run_config), tokenizer)
-        task._dev = dev
-        task.id_shards = ensure_id_shards(run_config.data, tokenizer, workdir)  # ids, once
+        task._dev, task._workdir = dev, workdir
         return task
+
+    def prepare_data(self) -> None:
+        """The training pairs tokenised once into the workdir's id shards (rewritten when
+        the tokenizer or data changed), which the iterator reads."""
+        if self._workdir is not None and self.id_shards is None:
+            self.id_shards = ensure_id_shards(self.config.data, self.tokenizer, self._workdir)
 
     @classmethod
     def for_compiling(cls, config: ml_collections.ConfigDict) -> "TranslationTask":
