@@ -11,6 +11,14 @@ to, damage as mutation names); the test builds the workdir, runs the program and
 import dataclasses
 import json
 
+from fuzz_expectations import (
+    ACCEPTED,
+    CHECKPOINT_EXPECTED,
+    EVALUATE_ACCEPTED,
+    EVALUATE_EITHER,
+    FRESH_EXPECTED,
+    REFUSED,
+)
 from fuzz_mutations import (
     BERT_VOCAB,
     FILE_MUTATIONS,
@@ -25,8 +33,6 @@ from fuzz_mutations import (
     pair_line,
     sentence,
 )
-
-REFUSED, ACCEPTED = "refused", "accepted"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,17 +193,6 @@ FRESH_VALUES = [
 ]  # fmt: skip
 
 
-# What a fresh run does with a value of FRESH_VALUES, where it is certain (else either).
-FRESH_EXPECTED = {
-    ("train.log_every", -1): REFUSED, ("train.checkpoint_every", -1): REFUSED,
-    ("train.keep_checkpoints", -1): REFUSED, ("train.grad_accum_steps", 0): REFUSED,
-    ("data.max_source_length", -1): REFUSED, ("data.batch_size", 0): REFUSED,
-    ("data.batch_size", -8): REFUSED, ("data.pack_pool_batches", 0): REFUSED,
-    ("data.pack_pool_batches", -1): REFUSED, ("mesh.data", 0): REFUSED,
-    ("train.checkpoint_every", 10**9): ACCEPTED,
-}  # fmt: skip
-
-
 def train_values(d: Draw, number: int) -> dict:
     """A well-typed but impossible value for one field."""
     fresh = d.rng.random() < 0.5
@@ -268,15 +263,6 @@ EVALUATE_FLAGS = {  # mutation: (alternative flags, what the error names)
     "eval_huge_sizes": ([(f"--{s}={10**9}", SMALL) for s in (*SIZES, "nbest")]
                         + [("--beam_size=100000", SMALL)], (*SIZES, "nbest")),
 }  # fmt: skip
-
-
-# The mutations of EVALUATE_FLAGS whose every alternative is valid, or whose outcome
-# depends on the alternative (the rest are invalid input, refused).
-EVALUATE_ACCEPTED = {"size_small"}
-EVALUATE_EITHER = {"checkpoint", "alpha_odd", "plot_odd_sentence", "input_stdin_empty"}
-CHECKPOINT_EXPECTED = {"avg:2": ACCEPTED, "avg:0": REFUSED, "avg:-1": REFUSED,
-                       "avg:x": REFUSED, "-3": REFUSED, "avg:": REFUSED, "1e3": REFUSED,
-                       "99999999999999999999": REFUSED}  # fmt: skip
 
 
 def evaluate_flags(d: Draw, number: int) -> dict:
