@@ -88,9 +88,7 @@ def test_rope_attention_scores_depend_only_on_relative_offset():
 
     np.testing.assert_allclose(weights(0), weights(113), atol=1e-5)
     # ...and the rotation is not a no-op: without it the weights differ.
-    _, plain = MultiHeadAttention(config).apply(
-        variables, x, x, mutable="intermediates"
-    )
+    _, plain = MultiHeadAttention(config).apply(variables, x, x, mutable="intermediates")
     assert not np.allclose(weights(0), plain["intermediates"]["attention_weights"][0], atol=1e-3)
 
 
