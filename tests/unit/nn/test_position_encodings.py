@@ -85,7 +85,7 @@ def test_every_registered_kind_answers_every_question_consistently(name):
 
 
 def test_a_kind_that_leaves_a_question_unanswered_cannot_be_made():
-    class NoBiasAnswer(ENCODINGS["sinusoidal"].__base__):
+    class NoBiasAnswer(PositionEncoding):
         name = "incomplete"
         rotates = biases_attention = False
 
