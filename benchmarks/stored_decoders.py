@@ -8,7 +8,7 @@ shapes beside the persistent compilation cache, so that a later process neither 
 lowers its decoders again. This script measures what that is worth where it matters, a
 fresh ``evaluate.py --workdir RUN`` scoring a split:
 
-    stored   the stored programs present (what evaluate.py does)
+    stored   the stored programs present (what evaluate.py did)
     traced   the same process with the store switched off (``store_directory`` returns
              ""): every decoder traced, lowered and read from the compilation cache, the
              parameters' shapes traced from the model's init
@@ -16,18 +16,20 @@ fresh ``evaluate.py --workdir RUN`` scoring a split:
              decoders are gone (plain ``jax.jit``); it should equal ``traced``
 
 Every way has its own warm compilation cache, filled by one untimed run first. The ways
-alternate round by round; the table gives the medians of the process's wall time, its CPU
-time and its decoding (the report's ``decode_seconds``: tracing, reading the cache and
-decoding), what ``stored`` saves and that saving over the ``traced`` process (the issue's rule: they
-stay only if they save at least a third of a fresh evaluate.py). Every run's report must
-hold the same BLEU and translations.
+alternate round by round; the table gives the medians of the process's wall time, its
+CPU time and its decoding (the report's ``decode_seconds``: tracing, reading the cache
+and decoding), what ``stored`` saves and that saving over the ``traced`` process (the
+rule: they stay only if they save at least a third of a fresh evaluate.py). Every run's
+report must hold the same BLEU and translations.
 
     python train.py --config configs/demo.py --workdir runs/demo
     python benchmarks/stored_decoders.py --workdir runs/demo [--beams 1,4] [--rounds 5]
 
-A tree without stored decoders measures them in a checkout that has them:
+The stored decoders were removed on 2026-12-06 (docs/benchmarks.md, "Cold start"): since,
+--checkout names a tree that has them, the revision before their removal:
 
-    git worktree add /tmp/with_stored REV     # a revision with stored_decoders.py
+    git worktree add /tmp/with_stored "$(git log --diff-filter=D --format=%H -1 \
+        -- jaxtrans/inference/stored_decoders.py)^"
     python benchmarks/stored_decoders.py --workdir runs/demo --checkout /tmp/with_stored
 """
 
