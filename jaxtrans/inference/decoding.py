@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import PenaltyForm, beam_search, gather_rows, tile_beams
+from jaxtrans.inference.compiler_options_jit import CompilerOptionsJit
 from jaxtrans.inference.cpu_decoding import (
     compiler_options,
     first_cache_slots,
@@ -28,7 +29,6 @@ from jaxtrans.inference.cpu_decoding import (
 )
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
-from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.transformer import OUTPUT_KERNEL
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache, widen_cache
@@ -172,7 +172,7 @@ def _options(arguments: dict) -> dict | None:
     return compiler_options(arguments["source"].shape[0] * arguments.get("beam_size", 1))
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
+@functools.partial(CompilerOptionsJit, static_argnames=_STATIC, compiler_options=_options)
 def greedy_decode(
     params,
     source: jnp.ndarray,
@@ -210,7 +210,7 @@ def greedy_decode(
     )
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
+@functools.partial(CompilerOptionsJit, static_argnames=_STATIC, compiler_options=_options)
 def sample_decode(
     params,
     source: jnp.ndarray,
@@ -256,7 +256,7 @@ def sample_decode(
 _BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs", "best_only")
 
 
-@functools.partial(StoredJit, static_argnames=_BEAM_STATIC, compiler_options=_options)
+@functools.partial(CompilerOptionsJit, static_argnames=_BEAM_STATIC, compiler_options=_options)
 def beam_decode(
     params,
     source: jnp.ndarray,

@@ -11,8 +11,8 @@ import pytest
 from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference import cpu_decoding
+from jaxtrans.inference.compiler_options_jit import CompilerOptionsJit
 from jaxtrans.inference.decoding import beam_decode, greedy_decode, model_decoder
-from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer
 from jaxtrans.models.transformer import OUTPUT_KERNEL
 from jaxtrans.nn.attention import MEMORY_CACHE
@@ -100,7 +100,7 @@ def test_the_transposed_kernel_is_in_the_memory_cache_only_for_few_rows(monkeypa
         assert seen == [expected], (beam_size, seen)
 
 
-def test_a_stored_decoder_compiles_each_call_with_the_options_of_its_rows():
+def test_a_decoder_compiles_each_call_with_the_options_of_its_rows():
     calls = []
 
     def options(arguments):
@@ -110,13 +110,13 @@ def test_a_stored_decoder_compiles_each_call_with_the_options_of_its_rows():
     def matmul(rows, weights, *, scale=1):
         return rows @ weights * scale
 
-    stored = StoredJit(matmul, static_argnames=("scale",), compiler_options=options)
+    jitted = CompilerOptionsJit(matmul, static_argnames=("scale",), compiler_options=options)
     weights = jnp.ones((64, 256))
-    few = stored.lower(jnp.ones((4, 64)), weights).compile().as_text()
-    many = stored.lower(jnp.ones((FEW + 1, 64)), weights, scale=2).compile().as_text()
+    few = jitted.lower(jnp.ones((4, 64)), weights).compile().as_text()
+    many = jitted.lower(jnp.ones((FEW + 1, 64)), weights, scale=2).compile().as_text()
     assert calls == [4, 2 * (FEW + 1)]  # defaults applied: scale 1 for the first
     assert "ynn" not in few and "ynn" in many
-    np.testing.assert_array_equal(np.asarray(stored(jnp.ones((4, 64)), weights)), 64.0)
+    np.testing.assert_array_equal(np.asarray(jitted(jnp.ones((4, 64)), weights)), 64.0)
 
 
 @pytest.mark.slow
