@@ -102,6 +102,12 @@ class TrainingTask(abc.ABC):
             "of time (translation and bert_pretraining runs can)"
         )
 
+    @property
+    def packs_rows(self) -> bool:
+        """Whether a training row holds several sequences (packed, told apart by segment
+        ids), which decides the attention kernels a run can use; default: no."""
+        return False
+
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""
         return None

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.tasks.translation.translation_loss import loss_chunk_tokens
 from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training.run_sections import TrainConfig
 
@@ -110,9 +109,11 @@ def test_chunked_translation_loss_equals_the_whole_logits(model, packed, dropout
 
 
 def test_the_chunk_size_defaults_where_a_config_predates_it():
-    task = task_with(0)
-    del task.config.train["loss_chunk_tokens"]
-    assert loss_chunk_tokens(task.config.train) == TrainConfig.loss_chunk_tokens > 0
+    config = task_with(0).config
+    with config.unlocked():
+        del config.train["loss_chunk_tokens"]
+    task = TranslationTask(config, TransformerConfig.from_dict(config.model.to_dict()))
+    assert task.train_settings.loss_chunk_tokens == TrainConfig.loss_chunk_tokens > 0
 
 
 def test_output_projection_gives_the_logits_of_decode():
