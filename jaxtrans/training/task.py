@@ -105,8 +105,10 @@ class TrainingTask(abc.ABC):
     @property
     def packs_rows(self) -> bool:
         """Whether a training row holds several sequences (packed, told apart by segment
-        ids), which decides the attention kernels a run can use; default: no."""
-        return False
+        ids: data.pack), which decides the attention kernels a run can use. A data section
+        without the field (the BERT tasks') does not pack."""
+        data = self.config.data
+        return "pack" in data and bool(data.pack)
 
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""

@@ -10,6 +10,7 @@ same sums to float rounding.
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.training.chunked_loss import chunked_label_smoothed_cross_entropy
@@ -24,7 +25,7 @@ def _hidden_and_projection(model: Transformer, *args, **kwargs):
 def translation_loss_sums(
     model: Transformer,
     model_config: TransformerConfig,
-    train: TrainConfig,
+    train: TrainConfig | ml_collections.ConfigDict,
     params,
     batch: dict[str, jnp.ndarray],
     rng: jax.Array | None,
@@ -32,7 +33,8 @@ def translation_loss_sums(
 ) -> dict[str, jnp.ndarray]:
     """Sums ``loss``, ``nll``, ``correct``, ``tokens`` of ``batch`` (source, target_in,
     target_out [rows, length], and the segments and positions of packed rows), with the
-    run's train.label_smoothing and train.loss_chunk_tokens."""
+    train section's label_smoothing and loss_chunk_tokens (a config.json of an older
+    version has them once it is completed: run_config.complete_run_config)."""
     inputs = (
         batch["source"],
         batch["target_in"],

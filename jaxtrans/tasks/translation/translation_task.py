@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.config_sections import section_values
 from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.evaluation import eval_batches
@@ -42,7 +41,6 @@ from jaxtrans.tasks.translation.translation_compile import vocabulary_without_da
 from jaxtrans.tasks.translation.translation_loss import translation_loss_sums
 from jaxtrans.tasks.translation.translation_predict import answer_lines
 from jaxtrans.training import sharding
-from jaxtrans.training.run_sections import MeshConfig, TrainConfig
 
 
 def resolve_config(config: ml_collections.ConfigDict, tokenizer) -> ml_collections.ConfigDict:
@@ -96,8 +94,6 @@ class TranslationTask(Task):
     ):
         """A task for a given model; ``tokenizer`` is needed for batches and evaluation."""
         super().__init__(config, model_config, tokenizer)
-        # The train section the loss reads, typed (a field it lacks takes its default).
-        self.train_settings = section_values(TrainConfig, config.get("train"))
         self._dev: Any = _NOT_READ
         self.id_shards: IdShards | None = None  # prepare_data's; None: tokenised into memory
         self._workdir: str | None = None  # from_config's: where prepare_data writes them
@@ -219,7 +215,7 @@ class TranslationTask(Task):
 
     def loss_sums(self, params, batch: Batch, rng, deterministic: bool):
         return translation_loss_sums(
-            self.model, self.model_config, self.train_settings, params, batch, rng, deterministic
+            self.model, self.model_config, self.config.train, params, batch, rng, deterministic
         )
 
     def objective(self, sums, counts):
@@ -297,8 +293,7 @@ class TranslationTask(Task):
             return {}
         metrics: dict[str, Any] = {}
         if self.config.eval.bleu_during_training:
-            mesh = section_values(MeshConfig, self.config.get("mesh"))
-            with sharding.rows_axis_rules(rows, mesh.rules):
+            with sharding.rows_axis_rules(rows, self.config.mesh.rules):
                 _, scores, _ = translate_and_score(
                     self.model_config,
                     jax.device_get(params) if rows is None else params,
@@ -323,11 +318,6 @@ class TranslationTask(Task):
         source = jax.ShapeDtypeStruct((rows, int(data.max_source_length)), jnp.int32)
         target = jax.ShapeDtypeStruct((rows, int(data.max_target_length)), jnp.int32)
         return {**dict.fromkeys(SOURCE_KEYS, source), **dict.fromkeys(TARGET_KEYS, target)}
-
-    @property
-    def packs_rows(self) -> bool:
-        """data.pack: several sentence pairs a row (segment ids), first-fit."""
-        return bool(self.config.data.pack)
 
     def step_flops(self) -> float:
         data_config = self.config.data

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxtrans.models import Transformer, TransformerConfig
+from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training.run_sections import TrainConfig
 
@@ -109,11 +110,10 @@ def test_chunked_translation_loss_equals_the_whole_logits(model, packed, dropout
 
 
 def test_the_chunk_size_defaults_where_a_config_predates_it():
-    config = task_with(0).config
-    with config.unlocked():
-        del config.train["loss_chunk_tokens"]
-    task = TranslationTask(config, TransformerConfig.from_dict(config.model.to_dict()))
-    assert task.train_settings.loss_chunk_tokens == TrainConfig.loss_chunk_tokens > 0
+    task = task_with(0)
+    del task.config.train["loss_chunk_tokens"]
+    completed = complete_run_config(task.config)  # as a resumed or restored run's is
+    assert completed.train.loss_chunk_tokens == TrainConfig.loss_chunk_tokens > 0
 
 
 def test_output_projection_gives_the_logits_of_decode():
