@@ -172,7 +172,7 @@ def set_up_run(
     new one. Writes config.json; says the run's size and length. The returned RunState
     has no compiled steps yet (the loop compiles them, loop.py). The steps, in order:
     the mesh and the batch, the task, the length and optimizer, the state, the resume."""
-    mesh, config = mesh_and_batch(config, sections, is_main)
+    mesh, rules, config = mesh_and_batch(config, sections, is_main)
     task = checked_task(config, workdir, make_task, is_main)
     num_steps = run_length(config, task, is_main)
     timed_schedule = has_time_length_schedule(config, num_steps)
@@ -181,7 +181,6 @@ def set_up_run(
         task.model_config.d_model,
         _UNTIL_STEP_TIME if timed_schedule else num_steps,
     )
-    rules = sharding.logical_rules(sections.mesh.rules)
     checkpoints = RunCheckpoints(workdir, sections.train)
     state, state_shardings, abstract = initial_state(
         task, optimizer, mesh, rules, sections, checkpoints, is_main
@@ -227,14 +226,16 @@ _UNTIL_STEP_TIME = 2**31 - 1
 
 def mesh_and_batch(
     config: ml_collections.ConfigDict, sections: RunSections, is_main: bool
-) -> tuple[Mesh, ml_collections.ConfigDict]:
-    """The device mesh, and ``config`` with data.batch_size the rows of a step over it
-    (from data.tokens_per_batch, where that is set). First, so that a batch, logging or
-    guard setting the mesh cannot serve stops the run before anything is written."""
+) -> tuple[Mesh, tuple, ml_collections.ConfigDict]:
+    """The device mesh, its logical-axis rules (mesh.rules), and ``config`` with
+    data.batch_size the rows of a step over it (from data.tokens_per_batch, where that is
+    set). First, so that a rule, batch, logging or guard setting the mesh cannot serve
+    stops the run before anything is written."""
     mesh = sharding.make_mesh(sections.mesh)
+    rules = sharding.logical_rules(sections.mesh.rules)
     config = batch_rows(config, mesh, is_main)
     check_run_settings(config, mesh)
-    return mesh, config
+    return mesh, rules, config
 
 
 def checked_task(

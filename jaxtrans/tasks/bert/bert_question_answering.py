@@ -80,8 +80,6 @@ class BertQuestionAnsweringTask(BertTask):
         self._train_examples = train_examples
         self._splits: dict[str, qa_features.EncodedExamples | None] = {}
         data = run_config.data
-        # The eval section, typed: a field it lacks takes its default (qa_eval_section.py).
-        self.evaluation = section_values(QuestionAnsweringEvalConfig, run_config.eval)
         check_sequence_length(model_config, data.max_seq_length)
         if tokenizer is not None:
             self.encoder = qa_features.QAEncoder(
@@ -91,6 +89,12 @@ class BertQuestionAnsweringTask(BertTask):
                 max_query_length=data.max_query_length,
             )
         self._outputs = jax.jit(self._forward)
+
+    @property
+    def evaluation(self) -> QuestionAnsweringEvalConfig:
+        """The eval section as its dataclass: a field it lacks (a Hugging Face directory's
+        run config) takes its default, defined in qa_eval_section.py only."""
+        return section_values(QuestionAnsweringEvalConfig, self.config.eval)
 
     @classmethod
     def from_config(

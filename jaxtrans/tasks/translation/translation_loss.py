@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.training.chunked_loss import chunked_label_smoothed_cross_entropy
 from jaxtrans.training.loss import label_smoothed_cross_entropy
@@ -33,8 +34,8 @@ def translation_loss_sums(
 ) -> dict[str, jnp.ndarray]:
     """Sums ``loss``, ``nll``, ``correct``, ``tokens`` of ``batch`` (source, target_in,
     target_out [rows, length], and the segments and positions of packed rows), with the
-    train section's label_smoothing and loss_chunk_tokens (a config.json of an older
-    version has them once it is completed: run_config.complete_run_config)."""
+    train section's label_smoothing and loss_chunk_tokens (read as a TrainConfig, at
+    trace time)."""
     inputs = (
         batch["source"],
         batch["target_in"],
@@ -46,6 +47,7 @@ def translation_loss_sums(
     rngs = None if rng is None else {"dropout": rng}
     targets = batch["target_out"]
     weights = targets != model_config.pad_id
+    train = section_values(TrainConfig, train)  # a field it lacks takes its default
     smoothing = float(train.label_smoothing)
     chunk_tokens = train.loss_chunk_tokens
     if chunk_tokens <= 0:
