@@ -4,7 +4,7 @@ laid out over the mesh, resumed from the workdir's latest checkpoint where it ha
 Run              what stays the same for the whole run: config, task, layout, writers
 RunState         what the loop changes as it goes: train state, compiled step, step count
 set_up_run       both, said on the console as the loop starts from them, in steps:
-  mesh_and_batch   the mesh and the rows of a step, checked before anything is written
+  mesh_and_batch   the mesh, its rules and the rows of a step, checked before anything is written
   checked_task     the task; a resumed run checked; config.json and the task's data written
   initial_state    a fresh train state over the mesh, the dropout generator chosen
   _resume          the latest checkpoint's state and data position, where there is one
