@@ -87,7 +87,7 @@ def start_from_checkpoint(
     tokenizer (the workdir's copy, made on the first start) and its model config with the
     run's FINE_TUNING_FIELDS and ``model_changes`` (e.g. num_labels)."""
     source = bert_init.init_source(config.init_from)
-    if config.data.get("hf_checkpoint"):
+    if config.data.hf_checkpoint:
         raise UserError(
             "the vocabulary of a fine-tuning run comes from --config.init_from; "
             "leave --config.data.hf_checkpoint empty"
@@ -120,7 +120,7 @@ def start_fresh(
     SentencePiece trained on ``documents()`` (lists of sentences) into the workdir."""
     if bert_init.has_run_tokenizer(workdir):
         tokenizer = bert_init.load_run_tokenizer(workdir)
-    elif config.data.get("hf_checkpoint"):
+    elif config.data.hf_checkpoint:
         files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
         tokenizer = bert_init.install_tokenizer(files, workdir)
     else:
