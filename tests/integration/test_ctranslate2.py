@@ -130,9 +130,8 @@ def direct_translation(directory: str, sentences, beam_size, alpha, **settings):
     cutter = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
     model = ctranslate2.Translator(directory, device="cpu", **settings)
     sources = [cutter.encode(s, out_type=str) for s in sentences]
-    return translate_tokens(
-        model, sources, beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA
-    )
+    options = SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA)
+    return translate_tokens(model, sources, options.replace(penalty_form="hf"))
 
 
 # -------------------------------------------------- the Marian export, CTranslate2's converter
@@ -154,10 +153,12 @@ def test_a_marian_export_converted_by_ctranslate2_translates_as_jaxtrans(
     hf, ct2 = converted_marian
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
+    options = SearchOptions(
+        beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA, penalty_form="hf"
+    )
     pieces = translate_tokens(
-        ctranslate2.Translator(ct2, device="cpu"), sources, beam_size=beam_size,
-        alpha=alpha, max_extra_length=MAX_EXTRA, sources_end_with_eos=True,
-    )  # fmt: skip
+        ctranslate2.Translator(ct2, device="cpu"), sources, options, sources_end_with_eos=True
+    )
     translator = jaxtrans.Translator.load(post_ln_run)
     assert_translates_as_jaxtrans(translator, sentences, pieces, beam_size, alpha)
 
@@ -194,16 +195,11 @@ def test_the_documented_int8_conversion_of_a_marian_export_runs_and_translates(
     assert model.compute_type.startswith("int8")
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
-    translated = translate_tokens(
-        model, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    options = SearchOptions(max_extra_length=MAX_EXTRA, penalty_form="hf")
+    translated = translate_tokens(model, sources, options, sources_end_with_eos=True)
     assert sum(map(bool, translated)) >= 0.9 * len(sentences)
     reference = ctranslate2.Translator(float32, device="cpu")
-    targets = translate_tokens(
-        reference, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    targets = translate_tokens(reference, sources, options, sources_end_with_eos=True)
     exact = np.array([np.mean(r.log_probs) for r in reference.score_batch(sources, targets)])
     quantized = np.array([np.mean(r.log_probs) for r in model.score_batch(sources, targets)])
     assert np.abs(quantized - exact).mean() < 0.5
