@@ -2,6 +2,7 @@
 checked against what evaluate.py's task computes for the same run."""
 
 import dataclasses
+import importlib
 import json
 
 import jax
@@ -11,7 +12,6 @@ from tiny_configs import tiny_translation_config
 
 import jaxtrans
 from jaxtrans.errors import UserError
-from jaxtrans.inference import translate as translate_module
 from jaxtrans.inference.bleu import corpus_scores
 from jaxtrans.inference.nbest import Hypothesis
 from jaxtrans.tasks import restore_task, train_and_evaluate
@@ -106,6 +106,8 @@ def test_logits_processors_go_from_translate_to_the_search_as_the_tasks_option(
         searched.append(options)
         return np.zeros((source.shape[0], kwargs["max_len"]), np.int32)
 
+    # The module (jaxtrans.inference's own name "translate" is the function).
+    translate_module = importlib.import_module("jaxtrans.inference.translate")
     monkeypatch.setattr(translate_module, "generate", recorded)
     translator.translate(SENTENCES, **processors)
     assert (searched[0].repetition_penalty, searched[0].no_repeat_ngram_size) == (1.3, 2)
