@@ -87,6 +87,7 @@ def timed_calls(run, warm_calls: int) -> dict:
 
 def jaxtrans_child(job: dict, beam: int) -> dict:
     import jaxtrans
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.inference.translate import translate_ids
     from jaxtrans.vocab import EOS_ID
 
@@ -96,11 +97,11 @@ def jaxtrans_child(job: dict, beam: int) -> dict:
     ids = [[*task.tokenizer.encode_source(s), EOS_ID] for s in job["sentences"]]
 
     def run():
-        hypotheses = translate_ids(
-            task.model_config, translator.params, ids, beam_size=beam, alpha=job["alpha"],
-            max_extra_length=job["max_extra_length"], batch_size=job["batch_size"],
-            penalty_form="hf",
+        options = SearchOptions(
+            beam_size=beam, alpha=job["alpha"], max_extra_length=job["max_extra_length"],
+            batch_size=job["batch_size"], penalty_form="hf",
         )  # fmt: skip
+        hypotheses = translate_ids(task.model_config, translator.params, ids, options)
         return [[target.id_to_piece(i) for i in h] for h in hypotheses]
 
     return timed_calls(run, job["warm_calls"])
@@ -110,6 +111,7 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
     import ctranslate2
     import sentencepiece as spm
 
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 
     directory = job["directory"]
@@ -122,11 +124,11 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
 
     def run():
         sources = [cutter.encode(s, out_type=str) for s in job["sentences"]]
-        return translate_tokens(
-            translator, sources, beam_size=beam, alpha=job["alpha"],
-            max_extra_length=job["max_extra_length"], batch_size=job["batch_size"],
-            patience=patience,
+        options = SearchOptions(
+            beam_size=beam, alpha=job["alpha"], max_extra_length=job["max_extra_length"],
+            batch_size=job["batch_size"], penalty_form="hf",
         )  # fmt: skip
+        return translate_tokens(translator, sources, options, patience=patience)
 
     return {**timed_calls(run, job["warm_calls"]), "load": loaded}
 

@@ -100,6 +100,7 @@ def jaxtrans_run(args, vocab: int):
     import numpy as np
 
     from jaxtrans.inference.decoding import generate
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids
 
     config, params = from_huggingface(args.model)
@@ -109,10 +110,8 @@ def jaxtrans_run(args, vocab: int):
     to_marian = np.argsort(to_model)
 
     def run():
-        tokens = generate(
-            params, source, lengths, ALPHA, config=config, max_len=args.length,
-            beam_size=args.beam, penalty_form="hf",
-        )  # fmt: skip
+        options = SearchOptions(beam_size=args.beam, alpha=ALPHA, penalty_form="hf")
+        tokens = generate(params, source, lengths, options, config=config, max_len=args.length)
         return to_marian[np.asarray(tokens)].tolist()
 
     return run
@@ -121,6 +120,7 @@ def jaxtrans_run(args, vocab: int):
 def ctranslate2_run(args, vocab: int, compute_type: str, threads: int):
     import ctranslate2
 
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.tasks.translation.ctranslate2_decoding import search_options
 
     names = token_names(vocab)
@@ -130,7 +130,9 @@ def ctranslate2_run(args, vocab: int, compute_type: str, threads: int):
         os.path.join(os.path.dirname(args.model), "ct2"), device="cpu",
         compute_type=compute_type, intra_threads=threads,
     )  # fmt: skip
-    options = search_options(args.beam, ALPHA, "hf", max_length=args.length)
+    options = search_options(
+        SearchOptions(beam_size=args.beam, alpha=ALPHA, penalty_form="hf"), max_length=args.length
+    )
 
     def run():
         results = translator.translate_batch(sources, max_batch_size=len(sources), **options)
@@ -189,6 +191,7 @@ def profile(args) -> None:
     import jax.numpy as jnp
 
     from jaxtrans.inference.decoding import beam_decode, greedy_decode
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.models.marian.marian_from_huggingface import from_huggingface
 
     args.model = os.path.join(tempfile.mkdtemp(prefix="ct2-marian-profile-"), "model")
@@ -204,11 +207,9 @@ def profile(args) -> None:
         source = jnp.zeros((args.sentences, args.source_length), jnp.int32)
         lengths = jnp.full((args.sentences,), args.length, jnp.int32)
         common = dict(config=config, max_len=args.length)
-        if beam == 1:
-            lowered = greedy_decode.lower(params, source, lengths, **common)
-        else:
-            lowered = beam_decode.lower(params, source, lengths, ALPHA, beam_size=beam,
-                                        penalty_form="hf", **common)  # fmt: skip
+        options = SearchOptions(beam_size=beam, alpha=ALPHA, penalty_form="hf")
+        decode = greedy_decode if beam == 1 else beam_decode
+        lowered = decode.lower(params, source, lengths, options, **common)
         kinds = op_kinds(lowered.compile().as_text())
         with tempfile.TemporaryDirectory() as directory:
             with jax.profiler.trace(directory):

@@ -30,6 +30,7 @@ from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
 import jaxtrans
 from jaxtrans.data.translation.sources import read_split
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
@@ -102,10 +103,10 @@ def jaxtrans_pieces(translator, sentences, beam_size: int, alpha: float) -> list
     """jaxtrans's hypotheses as target pieces (the search Translator.translate runs)."""
     task = translator.task
     ids = [[*task.tokenizer.encode_source(s), EOS_ID] for s in sentences]
-    hypotheses = translate_ids(
-        task.model_config, translator.params, ids, beam_size=beam_size, alpha=alpha,
-        max_extra_length=MAX_EXTRA, penalty_form="hf",
-    )  # fmt: skip
+    options = SearchOptions(
+        beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA, penalty_form="hf"
+    )
+    hypotheses = translate_ids(task.model_config, translator.params, ids, options)
     target = task.tokenizer.sentencepiece_model("target")
     return [[target.id_to_piece(i) for i in h] for h in hypotheses]
 
@@ -129,9 +130,8 @@ def direct_translation(directory: str, sentences, beam_size, alpha, **settings):
     cutter = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
     model = ctranslate2.Translator(directory, device="cpu", **settings)
     sources = [cutter.encode(s, out_type=str) for s in sentences]
-    return translate_tokens(
-        model, sources, beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA
-    )
+    options = SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA)
+    return translate_tokens(model, sources, options.replace(penalty_form="hf"))
 
 
 # -------------------------------------------------- the Marian export, CTranslate2's converter
@@ -153,10 +153,12 @@ def test_a_marian_export_converted_by_ctranslate2_translates_as_jaxtrans(
     hf, ct2 = converted_marian
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
+    options = SearchOptions(
+        beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA, penalty_form="hf"
+    )
     pieces = translate_tokens(
-        ctranslate2.Translator(ct2, device="cpu"), sources, beam_size=beam_size,
-        alpha=alpha, max_extra_length=MAX_EXTRA, sources_end_with_eos=True,
-    )  # fmt: skip
+        ctranslate2.Translator(ct2, device="cpu"), sources, options, sources_end_with_eos=True
+    )
     translator = jaxtrans.Translator.load(post_ln_run)
     assert_translates_as_jaxtrans(translator, sentences, pieces, beam_size, alpha)
 
@@ -193,16 +195,11 @@ def test_the_documented_int8_conversion_of_a_marian_export_runs_and_translates(
     assert model.compute_type.startswith("int8")
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
-    translated = translate_tokens(
-        model, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    options = SearchOptions(max_extra_length=MAX_EXTRA, penalty_form="hf")
+    translated = translate_tokens(model, sources, options, sources_end_with_eos=True)
     assert sum(map(bool, translated)) >= 0.9 * len(sentences)
     reference = ctranslate2.Translator(float32, device="cpu")
-    targets = translate_tokens(
-        reference, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    targets = translate_tokens(reference, sources, options, sources_end_with_eos=True)
     exact = np.array([np.mean(r.log_probs) for r in reference.score_batch(sources, targets)])
     quantized = np.array([np.mean(r.log_probs) for r in model.score_batch(sources, targets)])
     assert np.abs(quantized - exact).mean() < 0.5

@@ -54,11 +54,11 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
     """Compile the decoding of a batch of eval.batch_size sources of data.max_source_length
     tokens, to as many as the longest output evaluate.py allows (source + max_extra_length,
     within learned positions), with parameters in their stored dtype, on ``device``."""
-    settings = decoding_settings(task.run_config)
+    options = decoding_settings(task.run_config).options
     config = task.model_config
-    rows, beam = int(settings["batch_size"]), int(settings["beam_size"])
+    rows, beam = options.batch_size, options.beam_size
     source_length = int(task.run_config.data.max_source_length)
-    max_len = source_length + int(settings["max_extra_length"])
+    max_len = source_length + options.max_extra_length
     if (limit := config.position_encoding.max_length()) is not None:
         max_len = min(max_len, limit)
     placed = jax.sharding.SingleDeviceSharding(device)
@@ -73,18 +73,8 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
         source = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=placed)
         lengths = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=placed)
         ids = dict(config=config, max_len=max_len)
-        if beam == 1:
-            lowered = greedy_decode.lower(params, source, lengths, **ids)
-        else:
-            lowered = beam_decode.lower(
-                params,
-                source,
-                lengths,
-                float(settings["alpha"]),
-                beam_size=beam,
-                penalty_form=settings["penalty_form"],
-                **ids,
-            )
+        decode = greedy_decode if beam == 1 else beam_decode
+        lowered = decode.lower(params, source, lengths, options.for_decoder(), **ids)
         inputs = bytes_per_device((params, source, lengths), placed)
         cost = compile_or_cost(lowered, inputs)
     search = "greedy search" if beam == 1 else f"beam {beam}"

@@ -12,6 +12,7 @@ from test_decoding import sources, tiny_model
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate, greedy_decode, sample_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.search import row_keys, sample_search
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks.translation.decoding_settings import decoding_name, decoding_settings
@@ -128,13 +129,11 @@ def test_temperature_zero_and_top_k_one_are_greedy_search(temperature, top_k):
     config, params, src, max_lengths = _model_run()
     greedy = greedy_decode(params, src, max_lengths, config=config, max_len=12)
     keys = row_keys(3, jnp.arange(src.shape[0]))
-    sampled = sample_decode(
-        params, src, max_lengths, keys, temperature, top_k, 1.0, config=config, max_len=12
-    )
+    options = SearchOptions(sampling=True, temperature=temperature, top_k=top_k)
+    sampled = sample_decode(params, src, max_lengths, keys, options, config=config, max_len=12)
     np.testing.assert_array_equal(sampled, greedy)
     # generate takes temperature 0 to greedy_decode itself.
-    again = generate(params, src, max_lengths, config=config, max_len=12, keys=keys, top_k=top_k,
-                     temperature=temperature)  # fmt: skip
+    again = generate(params, src, max_lengths, options, config=config, max_len=12, keys=keys)
     np.testing.assert_array_equal(again, greedy)
     assert len(set(map(tuple, np.asarray(greedy)[:, :4].tolist()))) > 1  # varied outputs
 
@@ -143,7 +142,15 @@ def test_a_sample_of_the_model_never_holds_pad_or_bos_and_stops_at_eos():
     config, params, src, max_lengths = _model_run()
     keys = row_keys(0, jnp.arange(src.shape[0]))
     tokens = np.asarray(
-        sample_decode(params, src, max_lengths, keys, 2.0, 0, 1.0, config=config, max_len=12)
+        sample_decode(
+            params,
+            src,
+            max_lengths,
+            keys,
+            SearchOptions(temperature=2.0),
+            config=config,
+            max_len=12,
+        )  # fmt: skip
     )
     for row, limit in zip(tokens, np.asarray(max_lengths), strict=True):
         ends = list(row).index(EOS_ID) + 1 if EOS_ID in row else int(limit)
@@ -155,11 +162,11 @@ def test_a_sample_of_the_model_never_holds_pad_or_bos_and_stops_at_eos():
 def test_a_sentence_samples_the_same_whatever_its_batch():
     config, params = tiny_model()
     sentences = [list(map(int, s[s != PAD_ID])) + [EOS_ID] for s in np.asarray(sources())]
-    run = functools.partial(translate_ids, config, params, sentences, sampling=True,
-                            temperature=1.5, seed=4, max_extra_length=6)  # fmt: skip
-    whole = run(batch_size=8)
-    assert run(batch_size=3) == whole
-    assert run(batch_size=8, seed=5) != whole
+    options = SearchOptions(sampling=True, temperature=1.5, seed=4, max_extra_length=6)
+    run = functools.partial(translate_ids, config, params, sentences)
+    whole = run(options.replace(batch_size=8))
+    assert run(options.replace(batch_size=3)) == whole
+    assert run(options.replace(batch_size=8, seed=5)) != whole
 
 
 @pytest.mark.parametrize(
@@ -184,16 +191,16 @@ def test_bad_sampling_settings_are_one_line_errors(given, message):
 def test_sampling_takes_beam_size_one_and_gets_a_report_name_of_its_own():
     import ml_collections
 
-    run = decoding_settings(ml_collections.ConfigDict({"eval": {"beam_size": 4}}))
-    assert (run["sampling"], run["temperature"], run["top_k"], run["top_p"], run["seed"]) == (
+    run = decoding_settings(ml_collections.ConfigDict({"eval": {"beam_size": 4}})).options
+    assert (run.sampling, run.temperature, run.top_k, run.top_p, run.seed) == (
         False, 1.0, 0, 1.0, 0,
     )  # fmt: skip
     settings = decoding_settings(
         ml_collections.ConfigDict({"eval": {"beam_size": 4}}),
         sampling=True, temperature=0.7, top_p=0.9, beam_size=1,
-    )  # fmt: skip
-    assert settings["beam_size"] == 1
+    ).options  # fmt: skip
+    assert settings.beam_size == 1
     assert decoding_name(settings, run) == "sample-t0.7-k0-p0.9-s0"
-    changed = {**settings, "top_k": 5, "seed": 2, "max_extra_length": 9}
+    changed = settings.replace(top_k=5, seed=2, max_extra_length=9)
     assert decoding_name(changed, run) == "sample-t0.7-k5-p0.9-s2-maxextra9"
     assert decoding_name(run, run) == "beam4"
