@@ -9,8 +9,8 @@ that also keeps each traced program (``jax.export``, serialized) in
 ``<compilation cache>/jaxtrans-decoders/``, under a key of everything the program depends
 on: the code of jaxtrans, the versions of jax, jaxlib and flax, the settings that change a
 trace (64-bit types, the default matmul precision), the platform, the function, its static
-arguments (the model config, the length, the beam size...), the shapes and dtypes of
-its array arguments and the XLA options it is compiled with. A later process with the
+arguments (the model config, the length, the beam size...) and the shapes and dtypes of
+its array arguments. A later process with the
 same key deserializes it and runs it through the compilation cache, without tracing. Any
 change of code or jax makes another key. ``stored_shapes`` keeps another traced result
 the same way, as JSON: the shapes of a model's parameters, which a checkpoint's restore would
@@ -26,7 +26,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
-import inspect
 import json
 import os
 import pathlib
@@ -79,12 +78,8 @@ def _leaf_signature(x) -> str:
     return f"{aval.dtype}{list(aval.shape)}{'w' if aval.weak_type else ''}"
 
 
-def program_key(
-    name: str, static: dict, args: tuple, kwargs: dict, options: dict | None = None
-) -> str:
-    """The file name of one program: everything it depends on, hashed. ``options``: the
-    XLA options it is compiled with, which may go with a differently traced program
-    (cpu_decoding.transposed_output follows the same rule as its options)."""
+def program_key(name: str, static: dict, args: tuple, kwargs: dict) -> str:
+    """The file name of one program: everything it depends on, hashed."""
     leaves, tree = jax.tree.flatten((args, kwargs))
     parts = [
         code_digest(),
@@ -96,7 +91,6 @@ def program_key(
         repr(sorted(static.items())),
         str(tree),
         ",".join(map(_leaf_signature, leaves)),
-        repr(sorted((options or {}).items())),
     ]
     return _digest(parts)
 
@@ -172,67 +166,39 @@ def _named(call: Callable, name: str) -> Callable:
 class StoredJit:
     """``jax.jit(fn, static_argnames=...)`` whose traced programs are stored (see the
     module's docstring).
-
-    compiler_options(arguments) -> XLA options or None: the options a call is compiled
-    with, from its arguments by name (defaults applied); they key the stored programs
-    with the static arguments and shapes.
     """
 
-    def __init__(
-        self,
-        fn: Callable,
-        static_argnames: Sequence[str],
-        compiler_options: Callable[[dict], dict | None] | None = None,
-    ):
+    def __init__(self, fn: Callable, static_argnames: Sequence[str]):
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._signature = inspect.signature(fn)
         self._static_argnames = tuple(static_argnames)
-        self._compiler_options = compiler_options
-        # jax.jit of fn, one for each set of compiler options (key: sorted option items).
-        self._jits: dict[tuple, Callable] = {}
+        self._jit = jax.jit(fn, static_argnames=self._static_argnames)
         # key -> the jitted call of its exported program (None: it cannot be stored).
         self._programs: dict[str, Callable | None] = {}
         # What a call's program_key hashes -> the key (_key).
         self._keys: dict[tuple, str] = {}
 
-    def _options(self, args: tuple, kwargs: dict) -> dict | None:
-        if self._compiler_options is None:
-            return None
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return self._compiler_options(bound.arguments)
-
-    def _jitted(self, options: dict | None) -> Callable:
-        key = tuple(sorted((options or {}).items()))
-        if key not in self._jits:
-            self._jits[key] = jax.jit(
-                self._fn, static_argnames=self._static_argnames, compiler_options=options
-            )
-        return self._jits[key]
-
     def lower(self, *args, **kwargs):
-        """The plain jitted function's ``lower``, with this call's compiler options."""
-        return self._jitted(self._options(args, kwargs)).lower(*args, **kwargs)
+        """The plain jitted function's ``lower``."""
+        return self._jit.lower(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
-        options = self._options(args, kwargs)
         directory = store_directory()
         if not directory:
-            return self._jitted(options)(*args, **kwargs)
+            return self._jit(*args, **kwargs)
         static = {k: kwargs.pop(k) for k in self._static_argnames if k in kwargs}
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         args, kwargs = jax.tree.map(_as_array, (args, kwargs))
-        key = self._key(directory, static, args, kwargs, options)
+        key = self._key(directory, static, args, kwargs)
         if key not in self._programs:
             path = os.path.join(directory, key)
-            self._programs[key] = self._load(path, static, args, kwargs, options)
+            self._programs[key] = self._load(path, static, args, kwargs)
         program = self._programs[key]
         if program is None:
-            return self._jitted(options)(*args, **kwargs, **static)
+            return self._jit(*args, **kwargs, **static)
         return program(*args, **kwargs)
 
-    def _key(self, directory: str, static: dict, args: tuple, kwargs: dict, options) -> str:
+    def _key(self, directory: str, static: dict, args: tuple, kwargs: dict) -> str:
         """program_key of a call, remembered by what it hashes: hashing the code and the
         whole signature again at every call would cost a decoding batch a millisecond or
         two of Python, which on one core the decoding waits for."""
@@ -242,23 +208,19 @@ class StoredJit:
             tuple(sorted(static.items())),
             tree,
             tuple((x.shape, x.dtype, getattr(x, "weak_type", None)) for x in leaves),
-            tuple(sorted((options or {}).items())),
             jax.config.jax_enable_x64,
             jax.config.jax_default_matmul_precision,
         )
         if signature not in self._keys:
-            self._keys[signature] = program_key(self.__qualname__, static, args, kwargs, options)
+            self._keys[signature] = program_key(self.__qualname__, static, args, kwargs)
         return self._keys[signature]
 
     def _cache_size(self) -> int:
         """Programs compiled in this process, as ``jax.jit``'s ``_cache_size``."""
         stored = [p for p in self._programs.values() if p is not None]
-        jitted = sum(j._cache_size() for j in self._jits.values())
-        return jitted + sum(p._cache_size() for p in stored)
+        return self._jit._cache_size() + sum(p._cache_size() for p in stored)
 
-    def _load(
-        self, path: str, static: dict, args: tuple, kwargs: dict, options: dict | None
-    ) -> Callable | None:
+    def _load(self, path: str, static: dict, args: tuple, kwargs: dict) -> Callable | None:
         """The stored program at ``path``, traced and stored first where there is none."""
         exported = None
         if os.path.exists(path):
@@ -276,4 +238,4 @@ class StoredJit:
                 return None
             with contextlib.suppress(OSError):  # a full or read-only cache: used, not kept
                 _write_atomically(path, exported.serialize())
-        return jax.jit(_named(exported.call, exported.fun_name), compiler_options=options)
+        return jax.jit(_named(exported.call, exported.fun_name))

@@ -88,9 +88,6 @@ def test_the_key_holds_the_code_jax_and_the_arguments():
     assert key != stored_decoders.program_key("f", {"power": 3}, (X,), {})
     assert key != stored_decoders.program_key("f", {"power": 2}, (X.T,), {})
     assert key != stored_decoders.program_key("f", {"power": 2}, (jnp.asarray(2.0),), {})
-    options = {"xla_cpu_experimental_ynn_fusion_type": ""}
-    assert key != stored_decoders.program_key("f", {"power": 2}, (X,), {}, options)
-    assert key == stored_decoders.program_key("f", {"power": 2}, (X,), {}, None)
 
 
 def test_the_key_changes_with_the_code_digest_and_with_the_jax_version(monkeypatch):
