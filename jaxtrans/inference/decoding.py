@@ -8,6 +8,10 @@ in the "cache" collection, so a step costs the same whatever the prefix length. 
 target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) is fed through
 the same steps: the search emits its tokens first and goes on from the cache they built.
 
+Each decoder takes its batch shape's DecodePlan (decode_plan.py: the cache's first slots,
+the rows to narrow to) and runs its search in that plan's stages (staged_search.py); the
+tokens are those of one loop over every row either way.
+
 Every function here also decodes an ensemble: ``config`` a tuple of configs and
 ``params`` a tuple of parameter trees, one a member (jaxtrans.inference.ensemble), whose
 mean next-token distribution chooses each token.
