@@ -76,7 +76,7 @@ def test_a_trained_demo_translates_its_test_set_alike_on_one_core_and_two(traine
     one, two = _one_and_two_cores("demo", trained_demo)
     assert len(one["greedy"]) == 500 and len(set(one["greedy"])) > 400  # real translations
     assert one["beam4"] != one["greedy"]  # the searches differ somewhere
-    for way in ("greedy", "beam4"):
+    for way in ("greedy", "beam4", "beam4 scores"):
         differ = [i for i, (a, b) in enumerate(zip(one[way], two[way], strict=True)) if a != b]
         assert not differ, f"{way}: {len(differ)} sentences differ, e.g. {differ[:5]}"
 
