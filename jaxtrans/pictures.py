@@ -16,6 +16,7 @@ from jaxtrans.inference.plots import batch_masks, draw_batch_masks
 from jaxtrans.nn.positions import default_positions, rope_angles, sinusoidal_embedding
 from jaxtrans.training.loss import smoothed_target_distribution
 from jaxtrans.training.optimizer import make_optimizer, noam_schedule
+from jaxtrans.training.run_sections import RunSections
 from jaxtrans.vocab import PAD_ID
 
 KINDS = ("positions", "masks", "schedule", "smoothing")
@@ -42,7 +43,7 @@ def positions_arrays(config: ml_collections.ConfigDict) -> dict[str, np.ndarray]
     length = min(int(model.max_len), MAX_POSITIONS)
     positions = default_positions(1, length)
     head_dim = model.d_model // model.num_heads
-    base = float(model.get("rope_base", 10000.0))
+    base = float(model.rope_base)
     return {
         "positions": np.arange(length),
         "table": np.asarray(sinusoidal_embedding(positions, model.d_model)[0]),
@@ -92,11 +93,12 @@ def schedule_arrays(config: ml_collections.ConfigDict) -> dict[str, np.ndarray]:
     """``steps`` (optax update counts), ``lr``: the schedule make_optimizer builds from
     the config over its train.num_steps (ten warm-ups when it is 0); ``variant_steps``
     and ``variants`` [variant, step]: the paper's Noam schedule for NOAM_VARIANTS."""
-    warmup = int(config.optimizer.get("warmup_steps", 0))
+    sections = RunSections.of(config)
+    warmup = sections.optimizer.warmup_steps
     # A run counted in epochs (num_steps 0) learns its length from the data: draw ten
     # warm-ups of it.
-    num_steps = int(config.train.num_steps) or max(10 * warmup, 1000)
-    _, schedule = make_optimizer(config.optimizer, config.model.d_model, num_steps)
+    num_steps = sections.train.num_steps or max(10 * warmup, 1000)
+    _, schedule = make_optimizer(sections.optimizer, config.model.d_model, num_steps)
     steps = np.linspace(0, num_steps - 1, 2000).astype(np.int64)
     steps = np.unique([*steps, *(s for s in (warmup - 1, warmup) if 0 <= s < num_steps)])
     variant_steps = np.arange(0, NOAM_STEPS, 10)
@@ -136,7 +138,7 @@ def smoothing_arrays(config: ml_collections.ConfigDict) -> dict[str, np.ndarray]
     """``smoothing`` [k] values (SMOOTHING_VALUES and the config's train.label_smoothing)
     and ``distributions`` [k, vocab]: smoothed_target_distribution of SMOOTHING_TARGET."""
     target = np.asarray(SMOOTHING_TARGET)
-    values = sorted({*SMOOTHING_VALUES, float(config.train.get("label_smoothing", 0.0))})
+    values = sorted({*SMOOTHING_VALUES, float(RunSections.of(config).train.label_smoothing)})
     return {
         "smoothing": np.asarray(values, np.float32),
         "distributions": np.stack(

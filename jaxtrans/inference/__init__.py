@@ -1,7 +1,6 @@
 """Inference: cached decoding, greedy and beam search, translation, BLEU and reports.
 
 decoding.py   encode once, one cached decoder step per token (greedy_decode, beam_decode)
-stored_decoders.py  jax.jit whose traced decoders are kept on disk for the next process
 ensemble.py   several models decoding as one: the mean of their probabilities at each step
 search.py     greedy search and sampling over any step function, in one while_loop
 beam_search.py  beam search over the same step functions, in one while_loop

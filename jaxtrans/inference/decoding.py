@@ -28,7 +28,6 @@ from jaxtrans.inference.decode_plan import decode_plan
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.staged_search import beam_run, staged_run
-from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache, widen_cache
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -159,7 +158,7 @@ def decoder(
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC)
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def greedy_decode(
     params,
     source: jnp.ndarray,
@@ -194,7 +193,7 @@ def greedy_decode(
     )
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC)
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def sample_decode(
     params,
     source: jnp.ndarray,
@@ -237,7 +236,7 @@ def sample_decode(
 _BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs", "best_only")
 
 
-@functools.partial(StoredJit, static_argnames=_BEAM_STATIC)
+@functools.partial(jax.jit, static_argnames=_BEAM_STATIC)
 def beam_decode(
     params,
     source: jnp.ndarray,

@@ -66,10 +66,10 @@ def batch_rows(count: int, batch_size: int, row_multiple: int = 1) -> int:
 
 
 def position_limit(config: ModelConfig) -> int | None:
-    """The longest sequence every model places: the shortest learned position table
-    (max_len) among the members; None when none has one."""
-    limits = [c.max_len for c in member_configs(config) if c.position == "learned"]
-    return min(limits, default=None)
+    """The longest sequence every model places: the shortest position limit among the
+    members (a learned table's max_len); None when none has one."""
+    limits = [c.position_encoding.max_length() for c in member_configs(config)]
+    return min((limit for limit in limits if limit is not None), default=None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,9 @@ are the pieces at those ids. What CTranslate2 is told, and why:
     rotary_dim=0, sliced     position="rope": every dimension of a head, i paired with
                              i + head_dim / 2 (rotary_interleave=False), base rope_base;
                              cross-attention is not rotated, as here
+                             (both from the config's position_encoding: its encodings()
+                             and rotary(); a kind with an attention bias, or a rotation
+                             no Rotary describes, is refused with a UserError)
     scale_embeddings         the model's flag (sqrt(d_model) or none)
     start_from_zero_embedding  decoder_start_embedding == "zero"; else the decoder starts
                              from <s> (BOS) and its learned row
@@ -32,9 +35,9 @@ from typing import Any
 import flax.linen as nn
 import numpy as np
 
+from jaxtrans.errors import UserError
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.models.transformer import TransformerConfig
-from jaxtrans.nn.positions import sinusoidal_embedding
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 # Rows of the sinusoidal table written for a sinusoidal model (more when max_len is
@@ -98,22 +101,33 @@ def _feed_forward(spec, layer: dict) -> None:
     _norm(spec.layer_norm, layer["feed_forward_norm"])
 
 
-def position_table(cfg: TransformerConfig, learned: Any = None) -> np.ndarray | None:
-    """The position encodings [rows, d_model] CTranslate2 adds to the embeddings: the
-    learned table, jaxtrans's sinusoids, or None for RoPE (inside the attention)."""
-    if cfg.position == "learned":
-        return _f32(learned["embedding"])
-    if cfg.position == "rope":
-        return None
-    rows = max(cfg.max_len, SINUSOID_ROWS)
-    positions = np.arange(rows, dtype=np.int32)[None]
-    return _f32(sinusoidal_embedding(positions, cfg.d_model, cfg.sinusoidal_layout)[0])
+def check_positions(cfg: TransformerConfig) -> None:
+    """UserError where CTranslate2 cannot express the model's positions: it writes a table
+    added to the embeddings and a rotation of queries and keys, nothing else."""
+    encoding = cfg.position_encoding
+    if encoding.biases_attention or (encoding.rotates and encoding.rotary() is None):
+        what = "a bias on the attention scores" if encoding.biases_attention else "its rotation"
+        raise UserError(
+            f"model.position={cfg.position!r}: CTranslate2's Transformer spec cannot express "
+            f"{what}; this model cannot be exported to CTranslate2"
+        )
+
+
+def position_table(cfg: TransformerConfig, table_params: Any = None) -> np.ndarray | None:
+    """The position encodings [rows, d_model] CTranslate2 adds to the embeddings, as the
+    model adds them (the learned table, jaxtrans's sinusoids), or None where nothing is
+    added (RoPE: inside the attention). ``table_params``: the side's position parameters."""
+    encoding = cfg.position_encoding
+    rows = encoding.max_length() or max(cfg.max_len, SINUSOID_ROWS)
+    table = encoding.encodings(table_params, rows)
+    return None if table is None else _f32(table)
 
 
 def _stack_options(cfg: TransformerConfig) -> dict[str, Any]:
     options = {"pre_norm": cfg.norm == "pre", "activation": _activation(cfg.activation)}
-    if cfg.position == "rope":
-        options.update(rotary_dim=0, rotary_interleave=False, rotary_base=cfg.rope_base)
+    rotary = cfg.position_encoding.rotary()
+    if rotary is not None:  # every dimension of a head (rotary_dim=0)
+        options.update(rotary_dim=0, rotary_interleave=rotary.interleaved, rotary_base=rotary.base)
     return options
 
 
@@ -193,6 +207,7 @@ def transformer_spec(
             f"{len(source_tokens)} source and {len(target_tokens)} target tokens for a model "
             f"of vocab_size={cfg.vocab_size}, target_vocab_size={cfg.output_vocab_size}"
         )
+    check_positions(cfg)
     params = nn.unbox(unstack_layers(params))
     source = _f32(params["source_embedding"]["embedding"])
     target = source if cfg.share_embeddings else _f32(params["target_embedding"]["embedding"])

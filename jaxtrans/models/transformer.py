@@ -29,12 +29,10 @@ from jaxtrans.nn import (
     Decoder,
     Dropout,
     Encoder,
-    LearnedPositions,
     default_positions,
     padding_attention_mask,
     padding_mask,
     segment_attention_mask,
-    sinusoidal_embedding,
 )
 from jaxtrans.nn.layers import dense, embedding
 from jaxtrans.vocab import BOS_ID, PAD_ID
@@ -84,11 +82,6 @@ class TransformerConfig(BlockConfig):
                 f"sinusoidal_layout={self.sinusoidal_layout!r} is not one of "
                 "('interleaved', 'halves')"
             )
-        if self.sinusoidal_layout != "interleaved" and self.position != "sinusoidal":
-            raise ValueError(
-                f"sinusoidal_layout={self.sinusoidal_layout!r} needs position='sinusoidal', "
-                f"got position={self.position!r}"
-            )
         if self.decoder_start_embedding not in ("learned", "zero"):
             raise ValueError(
                 f"decoder_start_embedding={self.decoder_start_embedding!r} is not one of "
@@ -125,9 +118,9 @@ class Transformer(nn.Module):
             self.target_embedding = self.source_embedding
         else:
             self.target_embedding = embedding(cfg, cfg.output_vocab_size)
-        if cfg.position == "learned":
-            self.source_positions = LearnedPositions(cfg)
-            self.target_positions = LearnedPositions(cfg)
+        # The position kind's parameters, where it has some (learned: a table per side).
+        self.source_positions = cfg.position_encoding.make_table()
+        self.target_positions = cfg.position_encoding.make_table()
         self.encoder = Encoder(cfg, cfg.num_encoder_layers)
         self.decoder = Decoder(cfg, cfg.num_decoder_layers, decode=cfg.decode)
         if not cfg.tie_output:
@@ -144,7 +137,7 @@ class Transformer(nn.Module):
     def _embed(
         self,
         table: nn.Embed,
-        learned: nn.Module | None,
+        position_table: nn.Module | None,
         ids: jnp.ndarray,
         positions: jnp.ndarray,
         deterministic: bool,
@@ -158,11 +151,9 @@ class Transformer(nn.Module):
             x = jnp.where((ids == BOS_ID)[..., None], jnp.zeros((), x.dtype), x)
         if cfg.scale_embeddings:
             x = x * jnp.asarray(math.sqrt(cfg.d_model), cfg.compute_dtype)
-        if cfg.position == "sinusoidal":
-            pe = sinusoidal_embedding(positions, cfg.d_model, cfg.sinusoidal_layout)
-            x = x + pe.astype(x.dtype)
-        elif cfg.position == "learned":
-            x = x + learned(positions)
+        added = cfg.position_encoding.embed(positions, position_table)
+        if added is not None:  # rope: attention turns queries and keys instead
+            x = x + added.astype(x.dtype)
         return self.embedding_dropout(x, deterministic)
 
     def encode(
@@ -182,8 +173,9 @@ class Transformer(nn.Module):
             mask = segment_attention_mask(source_segments)
         if source_positions is None:
             source_positions = default_positions(*source.shape, source_segments)
-        learned = self.source_positions if cfg.position == "learned" else None
-        x = self._embed(self.source_embedding, learned, source, source_positions, deterministic)
+        x = self._embed(
+            self.source_embedding, self.source_positions, source, source_positions, deterministic
+        )
         return self.encoder(x, mask, source_positions, deterministic)
 
     def decode(
@@ -222,10 +214,14 @@ class Transformer(nn.Module):
             cross_mask = segment_attention_mask(target_segments, source_segments)
         if target_positions is None:
             target_positions = default_positions(*target.shape, target_segments)
-        learned = self.target_positions if cfg.position == "learned" else None
         zero_start = cfg.decoder_start_embedding == "zero"
         y = self._embed(
-            self.target_embedding, learned, target, target_positions, deterministic, zero_start
+            self.target_embedding,
+            self.target_positions,
+            target,
+            target_positions,
+            deterministic,
+            zero_start,
         )
         y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
         if return_hidden:

@@ -25,7 +25,7 @@ from jaxtrans.nn import attention_kernels
 from jaxtrans.nn.block_config import BlockConfig
 from jaxtrans.nn.dropout import Dropout
 from jaxtrans.nn.masks import AttentionMask, combine_masks, dense_mask
-from jaxtrans.nn.positions import apply_rope
+from jaxtrans.nn.positions import PositionEncoding
 
 # Variable collections of the decoding caches (see the module docstring).
 CACHE = "cache"
@@ -38,16 +38,21 @@ CacheKind = Literal["causal", "memory"]
 CACHED_KEY, CACHED_VALUE, CACHE_INDEX = "cached_key", "cached_value", "cache_index"
 
 
-def attention_weights(q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None) -> jnp.ndarray:
-    """softmax(q k^T / sqrt(d_k)) over keys, in float32 -> [batch, heads, q_len, kv_len].
+def attention_weights(
+    q: jnp.ndarray, k: jnp.ndarray, mask: jnp.ndarray | None, bias: jnp.ndarray | None = None
+) -> jnp.ndarray:
+    """softmax(q k^T / sqrt(d_k) + bias) over keys, in float32 -> [batch, heads, q_len, kv_len].
 
-    q [batch, q_len, heads, head_dim], k [batch, heads, kv_len, head_dim].
+    q [batch, q_len, heads, head_dim], k [batch, heads, kv_len, head_dim], bias float32
+    broadcastable to [batch, heads, q_len, kv_len] (a position encoding's) or None.
 
     Masked keys get exactly zero weight; a query with no key to attend to (a padding
     row of a packed batch) gets all-zero weights rather than NaN.
     """
     q = q * jnp.asarray(q.shape[-1] ** -0.5, q.dtype)
     scores = jnp.einsum("bqnh,bnkh->bnqk", q, k).astype(jnp.float32)
+    if bias is not None:
+        scores = scores + bias
     if mask is None:
         return jax.nn.softmax(scores, axis=-1)
     scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
@@ -78,11 +83,14 @@ class MultiHeadAttention(nn.Module):
 
     The same module serves self-attention (``inputs_kv is inputs_q``) and
     cross-attention (queries from the decoder, keys/values from the encoder).
-    With ``rope=True`` queries and keys are rotated by their position ids.
+    ``positions`` (the config's position_encoding, for self-attention) turns queries and
+    keys by their position ids and adds its bias to the scores, where the kind does.
     """
 
     config: BlockConfig
-    rope: bool = False
+    # How positions act inside this attention; None: they do not (cross-attention, whose
+    # source and target positions are not comparable).
+    positions: PositionEncoding | None = None
     # Incremental decoding; None: off. "causal": each call writes its keys/values into
     # the next free slots of a [batch, heads, max_len, head_dim] cache and its queries
     # attend to every slot filled so far (the cache is sized by the input of model.init).
@@ -126,11 +134,16 @@ class MultiHeadAttention(nn.Module):
                 nn.initializers.zeros, ("heads", "kv"), rules=()
             ),
         )
-        if self.rope and (q_positions is None or (inputs_kv is not None and kv_positions is None)):
-            raise ValueError("RoPE attention needs q_positions and kv_positions")
+        encoding = self.positions
+        rotates = encoding is not None and encoding.rotates
+        biases = encoding is not None and encoding.biases_attention
+        if (rotates or biases) and (
+            q_positions is None or (inputs_kv is not None and kv_positions is None)
+        ):
+            raise ValueError(f"{encoding.name} attention needs q_positions and kv_positions")
         q = projection(name="query")(inputs_q)
-        if self.rope:
-            q = apply_rope(q, q_positions, cfg.rope_base)
+        if rotates:
+            q = encoding.rotate(q, q_positions)
 
         if inputs_kv is None:
             if self.cache != "memory":
@@ -140,14 +153,17 @@ class MultiHeadAttention(nn.Module):
         else:
             k = projection(name="key")(inputs_kv)
             v = projection(name="value")(inputs_kv)
-            if self.rope:
-                k = apply_rope(k, kv_positions, cfg.rope_base)  # cached keys stay rotated
+            if rotates:
+                k = encoding.rotate(k, kv_positions)  # cached keys stay rotated
             k, v = jnp.swapaxes(k, 1, 2), jnp.swapaxes(v, 1, 2)  # heads-major
             if self.cache == "memory":
                 self.put_variable(MEMORY_CACHE, "cached_key", k)
                 self.put_variable(MEMORY_CACHE, "cached_value", v)
         if self.cache == "causal":
-            k, v, mask = self._append_to_cache(k, v, mask)
+            k, v, mask, cached = self._append_to_cache(k, v, mask)
+            if cached:  # the keys of every slot, slot s holding position s
+                kv_positions = jnp.arange(k.shape[2], dtype=jnp.int32)[None]
+        bias = encoding.attention_bias(q_positions, kv_positions) if biases else None
 
         kernel, _ = attention_kernels.attention_kernel(
             cfg.attention_impl,
@@ -157,11 +173,12 @@ class MultiHeadAttention(nn.Module):
             decode=self.cache is not None,  # decoding (and its model.init) runs xla
             dropout=cfg.attention_dropout_rate > 0,
             head_dim=cfg.head_dim,
+            bias=bias is not None,
         )
         if kernel != "xla":
             x = attention_kernels.kernel_attention(kernel, q, k, v, structure).astype(v.dtype)
         else:
-            weights = attention_weights(q, k, mask)
+            weights = attention_weights(q, k, mask, bias)
             self.sow("intermediates", "attention_weights", weights)
             weights = Dropout(cfg.attention_dropout_rate)(weights, deterministic)
             x = jnp.einsum("bnqk,bnkh->bqnh", weights.astype(v.dtype), v)
@@ -182,11 +199,12 @@ class MultiHeadAttention(nn.Module):
 
     def _append_to_cache(
         self, k: jnp.ndarray, v: jnp.ndarray, mask: jnp.ndarray | None
-    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray | None]:
+    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray | None, bool]:
         """Write k, v [batch, heads, q_len, head_dim] at the cache index and advance it.
 
-        Returns the whole cache [batch, heads, max_len, head_dim] and the mask extended
-        so that the query at absolute position index + t sees slots 0 .. index + t.
+        Returns the whole cache [batch, heads, max_len, head_dim], the mask extended so
+        that the query at absolute position index + t sees slots 0 .. index + t, and True;
+        at model.init, which only sizes the cache, k, v, mask as given and False.
         """
         initialized = self.has_variable(CACHE, CACHED_KEY)
         cached_key = self.variable(CACHE, CACHED_KEY, jnp.zeros, k.shape, k.dtype)
@@ -194,14 +212,14 @@ class MultiHeadAttention(nn.Module):
         index = self.variable(CACHE, CACHE_INDEX, lambda: jnp.array(0, jnp.int32))
         if not initialized:
             # model.init: the call only sizes the cache; attend as without one.
-            return k, v, mask
+            return k, v, mask, False
         start = index.value
         cached_key.value = jax.lax.dynamic_update_slice(cached_key.value, k, (0, 0, start, 0))
         cached_value.value = jax.lax.dynamic_update_slice(cached_value.value, v, (0, 0, start, 0))
         index.value = start + k.shape[2]
         slots = jnp.arange(cached_key.value.shape[2])
         visible = slots[None, :] <= start + jnp.arange(k.shape[2])[:, None]  # [q_len, max_len]
-        return cached_key.value, cached_value.value, combine_masks(mask, visible[None, None])
+        return cached_key.value, cached_value.value, combine_masks(mask, visible[None, None]), True
 
 
 def reorder_cache(cache, rows: jnp.ndarray):

@@ -71,13 +71,15 @@ def attention_kernel(
     *,
     dropout: bool = False,
     head_dim: int | None = None,
+    bias: bool = False,
 ) -> tuple[str, str | None]:
     """The kernel ("xla", "splash", "cudnn" or "triton") for one attention, and why it
     fell back.
 
     The reason is None where the kernel is the one ``impl`` asks for on ``platform``
     (auto on CPU: xla, no reason); otherwise a few words for the start-up line.
-    ``dropout``: attention weights are dropped (attention_dropout_rate > 0).
+    ``dropout``: attention weights are dropped (attention_dropout_rate > 0). ``bias``: a
+    position encoding adds a bias to the scores (PositionEncoding.biases_attention).
     """
     if impl == "fused":  # the old name, see BlockConfig
         impl = "xla"
@@ -100,6 +102,8 @@ def attention_kernel(
         return "xla", "decoding steps run xla"
     if dropout:
         return "xla", "attention dropout (only xla drops attention weights)"
+    if bias:
+        return "xla", "a bias on the scores (only xla adds one)"
     dtype = jnp.dtype(dtype).name
     if mask_kind == "dense":
         return "xla", "a mask without its structure"
@@ -152,6 +156,7 @@ def model_attention_kernels(
     if encoder_decoder:
         attentions["decoder self"] = "causal+segments"
         attentions["cross"] = "cross_segments"
+    biased = config.position_encoding.biases_attention  # self-attention only
     return {
         name: attention_kernel(
             config.attention_impl,
@@ -160,6 +165,7 @@ def model_attention_kernels(
             kind,
             dropout=config.attention_dropout_rate > 0,
             head_dim=config.head_dim,
+            bias=biased and name != "cross",
         )
         for name, kind in attentions.items()
     }

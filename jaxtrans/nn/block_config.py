@@ -11,16 +11,17 @@ from typing import Any, Literal
 import jax.numpy as jnp
 
 from jaxtrans.config_sections import field_types, type_mismatch
+from jaxtrans.nn.positions import ENCODINGS, PositionEncoding
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 NormPlacement = Literal["post", "pre"]
-PositionKind = Literal["sinusoidal", "learned", "rope"]
+# A name of jaxtrans.nn.positions.ENCODINGS: "sinusoidal", "learned", "rope".
+PositionKind = str
 AttentionImpl = Literal["auto", "xla", "splash", "cudnn", "triton"]
 
 _CHOICES = {
     "activation": ("relu", "gelu", "gelu_tanh", "silu"),
     "norm": ("post", "pre"),
-    "position": ("sinusoidal", "learned", "rope"),
     "attention_impl": ("auto", "xla", "splash", "cudnn", "triton"),
 }
 
@@ -103,17 +104,40 @@ class BlockConfig:
             value = getattr(self, field)
             if value not in allowed:
                 raise ValueError(f"{field}={value!r} is not one of {allowed}")
+        if not isinstance(self.position, str) or self.position not in ENCODINGS:
+            raise ValueError(f"position={self.position!r} is not one of {tuple(ENCODINGS)}")
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
-        if self.position == "rope" and self.head_dim % 2:
-            raise ValueError(f"RoPE needs an even head dimension, got {self.head_dim}")
+        self._check_position_fields()
+        self.position_encoding.check()
         if self.attention_impl in ("splash", "cudnn", "triton") and self.attention_dropout_rate > 0:
             raise ValueError(
                 f"attention_impl={self.attention_impl!r} cannot drop attention weights; "
                 "set attention_dropout_rate=0 or use attention_impl='auto' or 'xla'"
             )
+
+    def _check_position_fields(self) -> None:
+        """ValueError for a field only another position kind reads (rope_base for a
+        sinusoidal model, ...) set away from its default: it would do nothing."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        own = set(ENCODINGS[self.position].fields)
+        for name, kind in ENCODINGS.items():
+            for field in [f for f in kind.fields if f not in own]:
+                if field not in defaults:  # a field of another model's config
+                    continue
+                if getattr(self, field) != defaults[field]:
+                    raise ValueError(
+                        f"{field}={getattr(self, field)!r} needs position={name!r}, "
+                        f"got position={self.position!r}"
+                    )
+
+    @property
+    def position_encoding(self) -> PositionEncoding:
+        """``position`` as the object the embeddings, attention, the decoding limits and
+        the exporters ask (jaxtrans.nn.positions)."""
+        return ENCODINGS[self.position](self)
 
     @property
     def head_dim(self) -> int:

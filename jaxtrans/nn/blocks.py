@@ -62,7 +62,7 @@ class EncoderBlock(nn.Module):
         """x [batch, length, d_model], mask [batch|1, 1, length|1, length] -> x."""
         cfg = self.config
         x = nn.with_logical_constraint(x, RESIDUAL_AXES)
-        attention = MultiHeadAttention(cfg, rope=cfg.position == "rope", name="self_attention")
+        attention = MultiHeadAttention(cfg, positions=cfg.position_encoding, name="self_attention")
         x = residual(
             cfg,
             x,
@@ -111,7 +111,7 @@ class DecoderBlock(nn.Module):
         y = nn.with_logical_constraint(y, RESIDUAL_AXES)
         self_attention = MultiHeadAttention(
             cfg,
-            rope=cfg.position == "rope",
+            positions=cfg.position_encoding,
             cache="causal" if self.decode else None,
             name="self_attention",
         )
@@ -122,8 +122,8 @@ class DecoderBlock(nn.Module):
             layer_norm(cfg, "self_attention_norm"),
             deterministic,
         )
-        # Rotary angles relate positions within one sequence; source and target
-        # positions are not comparable, so cross-attention is not rotated.
+        # Positions relate tokens within one sequence; source and target positions are
+        # not comparable, so they do not act in cross-attention (no rotation, no bias).
         cross_attention = MultiHeadAttention(
             cfg, cache="memory" if self.decode else None, name="cross_attention"
         )

@@ -20,6 +20,7 @@ from jaxtrans.tasks import compile_task
 from jaxtrans.tasks.translation.translation_compile import compile_beam_decoding
 from jaxtrans.training.ahead_of_time import CompiledTrainStep, compile_train_step
 from jaxtrans.training.dropout_rng import partition_rng_on_tpu
+from jaxtrans.training.run_sections import RunSections
 
 GIB = 2**30
 # The largest batch --find_batch tries: this many times the smallest step of rows.
@@ -38,7 +39,7 @@ def compile_for_slice(
     and, with ``find_batch``, the largest batch that fits with remat on and off."""
     slice_ = target_named(topology)
     # As train.py does: rbg dropout bits split over the chips (before libtpu starts).
-    partition_rng_on_tpu(config.train.get("dropout_rng_impl", "threefry"))
+    partition_rng_on_tpu(RunSections.of(config).train.dropout_rng_impl)
     devices = compile_only_devices(slice_)
     step = _compile(config, slice_, devices)
     report = {
@@ -96,7 +97,7 @@ def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]
     length = int(data.get("max_target_length", 0) or data.get("max_seq_length", 0))
     rows = int(data.batch_size)
     kernels = model_attention_kernels(
-        step.task.model_config, slice_.platform, packed=bool(data.get("pack", False))
+        step.task.model_config, slice_.platform, packed=step.task.packs_rows
     )
     return {
         "mesh": dict(step.mesh.shape),
@@ -104,8 +105,8 @@ def train_step_report(step: CompiledTrainStep, slice_: Target) -> dict[str, Any]
         "rows_per_step": rows,
         "token_slots_per_step": rows * length,
         "grad_accum_steps": int(step.config.train.grad_accum_steps),
-        "remat": bool(step.config.model.get("remat", False)),
-        "dtype": str(step.config.model.get("dtype", "float32")),
+        "remat": bool(step.task.model_config.remat),
+        "dtype": str(step.task.model_config.dtype),
         "attention_kernel": {name: kernel for name, (kernel, _) in kernels.items()},
         "attention_fallbacks": {name: why for name, (_, why) in kernels.items() if why},
         "custom_calls": list(step.cost.custom_calls),

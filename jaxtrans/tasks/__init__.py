@@ -124,10 +124,12 @@ def ensemble_task(members: str) -> Any:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Train (or resume) the run of ``config`` in ``workdir``; the last logged metrics."""
+    """Train (or resume) the run of ``config`` in ``workdir``; the last logged metrics.
+    The fields ``config``'s sections lack (a config.json of an older version) take their
+    defaults first (run_config.complete_run_config), so that the run reads every field."""
     from jaxtrans.training import loop  # the training loop: not imported to decode or ask
 
-    return loop.train_and_evaluate(config, workdir, load_task)
+    return loop.train_and_evaluate(complete_run_config(config), workdir, load_task)
 
 
 def evaluate_workdir(

@@ -21,7 +21,6 @@ import ml_collections
 
 from jaxtrans import checkpoint_choice
 from jaxtrans.errors import UserError
-from jaxtrans.inference.stored_decoders import stored_shapes
 from jaxtrans.training.task import Batch, TrainingTask
 
 __all__ = ["Batch", "Restored", "Task", "report_stem"]
@@ -92,14 +91,8 @@ class Task(TrainingTask):
         ``avg:K`` (jaxtrans.checkpoint_choice)."""
         if self.workdir is None:
             raise ValueError("restore_params needs a task made by from_workdir")
-        # The parameters' shapes: traced once, then read from the decoders' store (a
-        # fresh evaluate.py would otherwise trace the whole model's init, 0.24 s for the
-        # demo's), keyed by everything init_params reads.
-        abstract = stored_shapes(
-            f"abstract parameters of {type(self).__qualname__}",
-            [self.config.to_json_best_effort(sort_keys=True), repr(self.model_config)],
-            lambda: jax.eval_shape(lambda: nn.unbox(self.init_params(jax.random.key(0)))),
-        )
+        # The parameters' shapes and dtypes: an abstract trace of the model's init.
+        abstract = jax.eval_shape(lambda: nn.unbox(self.init_params(jax.random.key(0))))
         params, step, description = checkpoint_choice.restore_params(
             self.workdir, abstract, checkpoint
         )

@@ -14,7 +14,9 @@ The sections' fields, defaults and comments live in their dataclasses: the model
 ``jaxtrans.models.TransformerConfig``, optimizer / train / mesh in
 ``jaxtrans.training.run_sections``, a translation run's eval in
 ``jaxtrans.tasks.translation.eval_section``; the data fields in
-``jaxtrans.data.translation.data_config`` and ``jaxtrans.data.bert.bert_data_config``.
+``jaxtrans.data.translation.data_config`` and ``jaxtrans.data.bert.bert_data_config`` (and
+``jaxtrans.data.qa.qa_data_config``); a question-answering run's eval in
+``jaxtrans.tasks.bert.qa_eval_section``.
 """
 
 import copy
@@ -25,9 +27,11 @@ import ml_collections
 
 from jaxtrans.config_sections import complete_section, dataclass_section
 from jaxtrans.data.bert.bert_data_config import get_bert_data_config
+from jaxtrans.data.qa.qa_data_config import add_qa_data_fields
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.models.transformer import TransformerConfig
+from jaxtrans.tasks.bert.qa_eval_section import QuestionAnsweringEvalConfig
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig, eval_section
 from jaxtrans.training.run_sections import (
     MeshConfig,
@@ -160,10 +164,14 @@ def task_sections(task: str) -> dict[str, Any]:
     """The sections of task ``task``'s run config whose fields are known: name -> dataclass,
     or ConfigDict of defaults. The run sections every task has, and the model, data and
     eval sections of translation or of the BERT tasks (which share theirs, each adding a
-    few fields of its own); an unknown task has the run sections only."""
+    few fields of its own; question answering's data and eval fields are known too); an
+    unknown task has the run sections only."""
     sections: dict[str, Any] = dict(RUN_SECTIONS)
     if task == "translation":
         sections.update(model=TransformerConfig, data=get_data_config(), eval=TranslationEvalConfig)
+    elif task == "bert_question_answering":
+        data = add_qa_data_fields(get_bert_data_config())
+        sections.update(model=BertConfig, data=data, eval=QuestionAnsweringEvalConfig)
     elif task.startswith("bert_"):
         sections.update(model=BertConfig, data=get_bert_data_config(), eval=bert_eval_section())
     return sections

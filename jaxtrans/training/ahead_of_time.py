@@ -20,7 +20,8 @@ from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer
-from jaxtrans.training.run_settings import batch_rows, check_run_settings, train_settings
+from jaxtrans.training.run_sections import RunSections
+from jaxtrans.training.run_settings import batch_rows, check_run_settings
 from jaxtrans.training.state import abstract_train_state, train_state_init
 from jaxtrans.training.step_layout import StepLayout, jit_train_step
 from jaxtrans.training.task import TrainingTask
@@ -65,20 +66,23 @@ def compile_train_step(
     """Compile the step ``config`` trains with over ``devices`` (``process_count`` hosts):
     ``make_task`` builds its task from the resolved config without data (the task's
     ``batch_shapes`` stand for the batches)."""
-    mesh = sharding.make_mesh(config.mesh, devices)
-    rules = sharding.logical_rules(config.mesh.get("rules", ""))
+    sections = RunSections.of(config)
+    mesh = sharding.make_mesh(sections.mesh, devices)
+    rules = sharding.logical_rules(sections.mesh.rules)
     config = batch_rows(config, mesh, is_main=False, process_count=process_count)
     check_run_settings(config, mesh, process_count)
-    train = train_settings(config)
+    train = sections.train
     task = make_task(config)
     optimizer, schedule = make_optimizer(
-        config.optimizer, task.model_config.d_model, int(train.num_steps) or _ANY_LENGTH
+        sections.optimizer, task.model_config.d_model, train.num_steps or _ANY_LENGTH
     )
     init = train_state_init(task.init_params, optimizer, train.dropout_rng_impl)
-    state_shardings, abstract = abstract_train_state(init, mesh, jax.random.key(config.seed), rules)
+    state_shardings, abstract = abstract_train_state(
+        init, mesh, jax.random.key(sections.seed), rules
+    )
     layout = StepLayout.of(mesh, rules, state_shardings)
     step = jit_train_step(
-        task, optimizer, schedule, int(train.grad_accum_steps), train.on_nonfinite, layout
+        task, optimizer, schedule, train.grad_accum_steps, train.on_nonfinite, layout
     )
     batch = task.batch_shapes(int(config.data.batch_size))
     arguments = (

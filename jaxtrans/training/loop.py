@@ -29,6 +29,7 @@ from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_st
 from jaxtrans.training.guards import StopSignal, WorkdirLock, finishing_checkpoint_writes
 from jaxtrans.training.metrics import log_window, say
 from jaxtrans.training.optimizer import make_optimizer
+from jaxtrans.training.run_sections import RunSections
 from jaxtrans.training.run_settings import check_run_settings, run_length
 from jaxtrans.training.run_setup import (
     Run,
@@ -78,9 +79,10 @@ def train_and_evaluate(
     ``make_task(config, workdir)`` is called once the workdir is locked (it may train a
     tokenizer into it), e.g. ``jaxtrans.tasks.load_task``. ``started``: when the program
     started (time.time()), from which train.max_minutes counts; None: the process's start."""
-    budget = TimeBudget(config.train.get("max_minutes", 0), started)
+    sections = RunSections.of(config)  # the sections the loop reads, typed, checked
+    budget = TimeBudget(sections.train.max_minutes, started)
     # Before the backends start: a TPU then draws rbg dropout masks chip by chip.
-    partition_rng_on_tpu(config.train.get("dropout_rng_impl", "threefry"))
+    partition_rng_on_tpu(sections.train.dropout_rng_impl)
     distributed.initialize_from_env()
     is_main = jax.process_index() == 0
     workdir = os.path.abspath(workdir)
@@ -92,13 +94,14 @@ def train_and_evaluate(
         ) from error
     if not os.access(workdir, os.W_OK):
         raise UserError(f"--workdir {workdir} is not writable; choose another directory")
-    use_compilation_cache(config.train.compilation_cache_dir)  # restarts compile in seconds
+    use_compilation_cache(sections.train.compilation_cache_dir)  # restarts compile in seconds
     with WorkdirLock(workdir, enabled=is_main):
-        return _train(config, workdir, make_task, is_main, budget)
+        return _train(config, sections, workdir, make_task, is_main, budget)
 
 
 def _train(
     config: ml_collections.ConfigDict,
+    sections: RunSections,
     workdir: str,
     make_task: TaskFactory,
     is_main: bool,
@@ -106,7 +109,7 @@ def _train(
 ) -> dict[str, Any]:
     """Set up (or resume) the run in the locked ``workdir``, train it until its last step, a
     stop signal, the time budget or train.patience, and return the last logged metrics."""
-    run, rs = set_up_run(config, workdir, make_task, is_main, budget)
+    run, rs = set_up_run(config, sections, workdir, make_task, is_main, budget)
     rs.train_step, rs.diagnosis = compile_steps(run, fitted_schedule(run, rs))
     train = run.config.train
     rs.window_start = time.time()
@@ -260,7 +263,7 @@ def save(run: Run, rs: RunState) -> None:
     meta = {
         "step": rs.step,
         "data": run.train_iter.get_state(),
-        "model": {k: run.run_config.model.get(k) for k in run.task.shape_fields},
+        "model": {k: run.task.config.model.get(k) for k in run.task.shape_fields},
         "skipped_steps": rs.skipped_steps,
     }
     schedule_end = fitted_schedule(run, rs)
@@ -283,7 +286,7 @@ def evaluate_dev(run: Run, rs: RunState) -> str | None:
     if rs.best is not None:
         rs.best = after_evaluation(rs.best, rs.step, record)
         record.update(best_step=rs.best.step, evals_since_best=rs.best.evals_since)
-        patience = run.config.train.get("patience", 0)
+        patience = run.config.train.patience
         if patience_spent(rs.best, patience) and rs.step < rs.num_steps:
             stop = record["stop"] = PATIENCE
     if record:
@@ -301,7 +304,7 @@ def evaluate_dev(run: Run, rs: RunState) -> str | None:
 def said_stopped_early(run: Run, rs: RunState) -> bool:
     """Whether the run resumed where train.patience had stopped it (a rerun of a run that
     stopped early: nothing to train), and then says so."""
-    patience = run.config.train.get("patience", 0)
+    patience = run.config.train.patience
     if not (rs.step < rs.num_steps and patience_spent(rs.best, patience)):
         return False
     say(
@@ -320,7 +323,7 @@ def report_stop(run: Run, rs: RunState, reason: str) -> None:
         return
     run.checkpoints.wait()
     if reason == PATIENCE:
-        best, patience = rs.best.step, run.config.train.get("patience", 0)
+        best, patience = rs.best.step, run.config.train.patience
         restores = "" if best is None else f"; --checkpoint best restores step {best}"
         say(
             f"stopped early after step {rs.step}: {describe_patience(rs.best, patience)}; "

@@ -1,8 +1,9 @@
 """Learning-rate schedules and the optimizer chain (clip -> Adam/AdamW)."""
 
 import jax.numpy as jnp
-import ml_collections
 import optax
+
+from jaxtrans.training.run_sections import OptimizerConfig
 
 
 def noam_schedule(factor: float, d_model: int, warmup: int) -> optax.Schedule:
@@ -30,9 +31,7 @@ def linear_warmup_decay(peak: float, warmup: int, total: int) -> optax.Schedule:
     )
 
 
-def make_schedule(
-    config: ml_collections.ConfigDict, d_model: int, num_steps: int
-) -> optax.Schedule:
+def make_schedule(config: OptimizerConfig, d_model: int, num_steps: int) -> optax.Schedule:
     """The schedule named by ``config.schedule``: noam | linear | constant."""
     if config.schedule == "noam":
         return noam_schedule(config.noam_factor, d_model, config.warmup_steps)
@@ -51,9 +50,10 @@ def _decay_mask(params):
 
 
 def make_optimizer(
-    config: ml_collections.ConfigDict, d_model: int, num_steps: int
+    config: OptimizerConfig, d_model: int, num_steps: int
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """Global-norm clipping followed by Adam or AdamW (decoupled weight decay)."""
+    """Global-norm clipping followed by Adam or AdamW (decoupled weight decay), from the
+    optimizer section (an OptimizerConfig, or a section with its fields)."""
     schedule = make_schedule(config, d_model, num_steps)
     if config.name == "adam":
         update = optax.adam(schedule, b1=config.b1, b2=config.b2, eps=config.eps)

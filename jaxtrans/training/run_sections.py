@@ -9,6 +9,12 @@ that need the mesh, the process count or other sections are in run_settings.py.
     OptimizerConfig / optimizer_section()   Adam or AdamW and the learning-rate schedule
     TrainConfig / train_section()           steps, budget, logging, checkpoints, guards
     MeshConfig / mesh_section()             the device mesh and the logical-axis rules
+    RunSections.of(config)                  the three, and the seed, typed: what a run reads
+
+A run converts its sections once, where it is set up (``RunSections.of``), and reads
+typed fields from then on: a field a section lacks (a config.json written before the field
+existed) takes the dataclass's default, defined here only; a key that is no field is
+ignored (config.json keeps it as it was).
 """
 
 import dataclasses
@@ -16,7 +22,8 @@ import re
 
 import ml_collections
 
-from jaxtrans.config_sections import dataclass_section
+from jaxtrans import compilation_cache
+from jaxtrans.config_sections import dataclass_section, section_values
 from jaxtrans.errors import UserError
 from jaxtrans.training import sharding
 from jaxtrans.training.dropout_rng import DROPOUT_RNG_IMPLS
@@ -107,7 +114,7 @@ class TrainConfig:
     # Peak FLOP/s of one device for MFU (0 = look the device up in a table).
     peak_flops_per_device: float = 0.0
     # Persistent XLA compilation cache directory ("" disables it).
-    compilation_cache_dir: str = "~/.cache/jaxtrans/xla"
+    compilation_cache_dir: str = compilation_cache.DEFAULT_DIR
 
     def __post_init__(self) -> None:
         for key in ("log_every", "checkpoint_every"):
@@ -189,6 +196,35 @@ class MeshConfig:
     # --config.mesh.rules=embed=none,mlp=fsdp+tensor. Parameters (jaxtrans/nn/layers.py)
     # and the train step's activations (jaxtrans/nn/blocks.py) carry these logical names.
     rules: str = sharding.rules_text(sharding.LOGICAL_RULES)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSections:
+    """The sections the training machinery reads, each as its dataclass (the model, data
+    and eval sections are the task's)."""
+
+    # Seed of parameter initialisation, dropout and data shuffling (the top-level seed).
+    seed: int
+    # The optimizer section.
+    optimizer: OptimizerConfig
+    # The train section.
+    train: TrainConfig
+    # The mesh section.
+    mesh: MeshConfig
+
+    @classmethod
+    def of(cls, config: ml_collections.ConfigDict) -> "RunSections":
+        """The typed sections of the run config ``config``; each dataclass checks its
+        values (a UserError naming the first bad one)."""
+        seed = config.seed
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise UserError(f"--config.seed={seed!r}: use a whole number")
+        return cls(
+            seed=seed,
+            optimizer=section_values(OptimizerConfig, config.get("optimizer")),
+            train=section_values(TrainConfig, config.get("train")),
+            mesh=section_values(MeshConfig, config.get("mesh")),
+        )
 
 
 def optimizer_section(**overrides) -> ml_collections.ConfigDict:

@@ -36,9 +36,11 @@ def batch_rows(
     """``config``, or with data.tokens_per_batch set a copy whose data.batch_size is the
     rows that hold that many target tokens, a multiple of the data-parallel devices (and of
     the processes times train.grad_accum_steps); said on the console. ``process_count``:
-    the run's processes (default: this one's jax.process_count())."""
+    the run's processes (default: this one's jax.process_count()). ``config`` has every
+    field of its data section (a config.json of an older version is completed first:
+    run_config.complete_run_config)."""
     data = config.data
-    tokens = data.get("tokens_per_batch", 0)
+    tokens = data.tokens_per_batch
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise UserError(f"--config.data.tokens_per_batch={tokens!r}: use a whole number >= 0")
     if not tokens:
@@ -54,7 +56,7 @@ def batch_rows(
             f"--config.data.batch_size={data.batch_size} and --config.data.tokens_per_batch="
             f"{tokens}: set one of them, the other to 0"
         )
-    if not data.get("pack", False):
+    if not data.pack:
         raise UserError(
             f"--config.data.tokens_per_batch={tokens} needs packed rows of "
             "data.max_target_length tokens (data.pack=True); without packing set "

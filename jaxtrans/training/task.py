@@ -102,6 +102,14 @@ class TrainingTask(abc.ABC):
             "of time (translation and bert_pretraining runs can)"
         )
 
+    @property
+    def packs_rows(self) -> bool:
+        """Whether a training row holds several sequences (packed, told apart by segment
+        ids: data.pack), which decides the attention kernels a run can use. A data section
+        without the field (the BERT tasks') does not pack."""
+        data = self.config.data
+        return "pack" in data and bool(data.pack)
+
     def step_flops(self) -> float | None:
         """Model FLOPs of one training step, if known."""
         return None

@@ -224,6 +224,13 @@ def damaged(text: bytes, mutation: str, seed: str) -> bytes | None:
 DIRECTORIES = ("tokenizer", "bert_tokenizer", "eval", "checkpoints")
 
 
+def names_of(target: str) -> tuple[str, ...]:
+    """What an error about the damaged ``target`` of a workdir may name."""
+    if target.startswith("checkpoints"):
+        return ("checkpoint",)
+    return (target.split("/")[0], target.rpartition("/")[2])
+
+
 def damage_of(d: Draw, target: str) -> str:
     """A mutation name for the file or directory ``target`` of a workdir (of a JSON file:
     of the whole file or of one field; a workdir's config.json with a field of the wrong

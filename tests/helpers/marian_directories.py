@@ -182,8 +182,9 @@ def marian_directory(
 
 
 def marian_model_directory(
-    path, source_lines, target_lines, *, separate=False, seed=0, eos_bias=0.0, **shape
-):
+    path, source_lines, target_lines, *, separate=False, seed=0, eos_bias=0.0,
+    start_row=False, start_id=None, **shape,
+):  # fmt: skip
     """A whole Marian directory: the tokenizer files of ``marian_directory`` and a
     random-weight MarianMTModel (``shape``: MarianConfig fields, e.g. d_model) saved beside
     them, with opus-mt's generation settings (the padding start token never generated).
@@ -191,7 +192,12 @@ def marian_model_directory(
     final_logits_bias at random with ``eos_bias`` added to EOS's (so that translations end
     before their length limit) and -30 on the padding start token, which a trained model
     gives no probability either. EOS is not forced at the length limit (jaxtrans never
-    forces it)."""
+    forces it).
+
+    ``start_row``: the decoder's start row (<pad>'s embedding) drawn at random like the
+    others, not zero, as in a model made or fine-tuned in transformers 5 (which zeroes it
+    at initialisation only; a tied output projection trains it). ``start_id``: the decoder
+    starts from this token instead of <pad> (transformers allows any)."""
     import torch
     import transformers
 
@@ -210,8 +216,9 @@ def marian_model_directory(
         with open(os.path.join(path, "target_vocab.json"), encoding="utf-8") as f:
             settings["decoder_vocab_size"] = len(json.load(f))
         settings["share_encoder_decoder_embeddings"] = False
+    start_id = pad_id if start_id is None else start_id
     config = transformers.MarianConfig(
-        vocab_size=size, pad_token_id=pad_id, eos_token_id=0, decoder_start_token_id=pad_id,
+        vocab_size=size, pad_token_id=pad_id, eos_token_id=0, decoder_start_token_id=start_id,
         **settings,
     )  # fmt: skip
     torch.manual_seed(seed)
@@ -221,6 +228,9 @@ def marian_model_directory(
         bias[0, 0] += eos_bias
         bias[0, pad_id] = -30.0
         model.final_logits_bias.copy_(bias)
+        if start_row:
+            row = model.get_decoder().embed_tokens.weight[pad_id]
+            row.copy_(torch.randn(row.shape) * settings["init_std"])
     model.generation_config.bad_words_ids = [[pad_id]]
     model.generation_config.forced_eos_token_id = None
     model.save_pretrained(path)
@@ -245,5 +255,6 @@ def marian_generate(path, sentences, num_beams: int = 1, max_extra: int = 10) ->
                 early_stopping="never", forced_eos_token_id=None,
                 max_new_tokens=inputs["input_ids"].shape[1] + max_extra,
             )  # fmt: skip
-        out.append(tokenizer.decode(tokens[0], skip_special_tokens=True))
+        # Without the start token (generate returns it first; an ordinary token may be it).
+        out.append(tokenizer.decode(tokens[0, 1:], skip_special_tokens=True))
     return out

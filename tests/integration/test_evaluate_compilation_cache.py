@@ -131,28 +131,3 @@ def test_a_directory_that_cannot_be_made_is_a_one_line_error(workdir, tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--compilation_cache_dir=" in err, err
     assert "give a writable directory" in err
-
-
-def test_a_later_restore_reads_the_parameter_shapes_instead_of_tracing_the_init(
-    workdir, tmp_path, process_cache_settings, monkeypatch
-):
-    from jaxtrans import tasks
-    from jaxtrans.tasks.translation.translation_task import TranslationTask
-
-    first = Translator.load(str(workdir), compilation_cache_dir=str(tmp_path / "xla"))
-    inits = []
-    init_params = TranslationTask.init_params
-
-    def counted(self, rng):
-        inits.append(1)
-        return init_params(self, rng)
-
-    monkeypatch.setattr(TranslationTask, "init_params", counted)
-    again = tasks.restore_task(str(workdir)).restore_params()
-    assert inits == []  # the stored shapes served
-    assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), first.params, again.params))
-    # Another model config is another key: traced again.
-    task = tasks.restore_task(str(workdir))
-    task.model_config = task.model_config.replace(d_ff=16)
-    task.restore_params()
-    assert inits == [1]

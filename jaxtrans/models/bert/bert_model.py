@@ -24,11 +24,9 @@ import jax.numpy as jnp
 from jaxtrans.nn import (
     BlockConfig,
     Encoder,
-    LearnedPositions,
     default_positions,
     key_padding_attention_mask,
     padding_attention_mask,
-    sinusoidal_embedding,
 )
 from jaxtrans.nn.block_config import Activation, PositionKind
 from jaxtrans.nn.feed_forward import ACTIVATIONS
@@ -107,8 +105,8 @@ class BertModel(nn.Module):
     def setup(self):
         cfg = self.config
         self.word_embeddings = embedding(cfg, cfg.vocab_size, init=bert_embedding_init)
-        if cfg.position == "learned":
-            self.position_embeddings = LearnedPositions(cfg)
+        # The position kind's parameters, where it has some (learned: BERT's table).
+        self.position_embeddings = cfg.position_encoding.make_table()
         self.token_type_embeddings = embedding(cfg, cfg.type_vocab_size, init=bert_embedding_init)
         self.embeddings_norm = layer_norm(cfg)
         self.embeddings_dropout = nn.Dropout(cfg.dropout_rate)
@@ -126,11 +124,9 @@ class BertModel(nn.Module):
         """ids, token types, positions [batch, length] -> [batch, length, d_model]."""
         cfg = self.config
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-        if cfg.position == "learned":
-            x = x + self.position_embeddings(positions)
-        elif cfg.position == "sinusoidal":
-            x = x + sinusoidal_embedding(positions, cfg.d_model).astype(x.dtype)
-        # With RoPE the encoder rotates queries and keys instead.
+        added = cfg.position_encoding.embed(positions, self.position_embeddings)
+        if added is not None:  # rope: the encoder turns queries and keys instead
+            x = x + added.astype(x.dtype)
         return self.embeddings_dropout(self.embeddings_norm(x), deterministic)
 
     def __call__(
@@ -151,8 +147,9 @@ class BertModel(nn.Module):
         """
         cfg = self.config
         batch, length = input_ids.shape
-        if cfg.position == "learned" and length > cfg.max_len:
-            raise ValueError(f"sequence length {length} exceeds max_len={cfg.max_len}")
+        limit = cfg.position_encoding.max_length()
+        if limit is not None and length > limit:
+            raise ValueError(f"sequence length {length} exceeds max_len={limit}")
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
         if attention_mask is None:

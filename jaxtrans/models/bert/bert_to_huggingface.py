@@ -23,6 +23,9 @@ from jaxtrans.errors import UserError
 from jaxtrans.models.bert.bert_model import BertConfig
 from jaxtrans.models.layer_stacks import unstack_layers
 
+# The position kinds Hugging Face BERT holds: a learned table of absolute positions
+# (position_embedding_type "absolute"; jaxtrans.nn.positions).
+POSITIONS = ("learned",)
 # jaxtrans activation -> Hugging Face hidden_act.
 HIDDEN_ACTS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 
@@ -34,7 +37,7 @@ def check_exportable(cfg: BertConfig) -> None:
             f"model.norm={cfg.norm!r}: Hugging Face BERT has only Post-LN (norm='post'); "
             "this run cannot be exported"
         )
-    if cfg.position != "learned":
+    if cfg.position not in POSITIONS:
         raise UserError(
             f"model.position={cfg.position!r}: Hugging Face BERT has only learned absolute "
             "positions (position='learned'); this run cannot be exported"

@@ -48,6 +48,15 @@ def _same(hf: dict[str, Any], encoder_key: str, decoder_key: str, default: int |
     return encoder
 
 
+def start_token_id(hf: dict[str, Any]) -> int:
+    """The token whose target embedding row the decoder starts from: config.json's
+    ``decoder_start_token_id``, else (as MarianConfig) ``pad_token_id``. Any token may be
+    the start (transformers allows it); the start row is copied to the model's start token
+    (marian_from_huggingface.py)."""
+    pad_id = whole_number(hf, "pad_token_id", None, low=0)
+    return whole_number(hf, "decoder_start_token_id", pad_id, low=0)
+
+
 def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
     """Marian ``config.json`` contents -> TransformerConfig (float32). A field that is
     missing, mistyped or describes something this model lacks is a UserError naming the
@@ -81,18 +90,18 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
         )
     pad_id = whole_number(hf, "pad_token_id", None, low=0)
     eos_id = whole_number(hf, "eos_token_id", None, low=0)
-    start = hf.get("decoder_start_token_id", pad_id)
-    if start != pad_id:
-        raise UserError(
-            f"decoder_start_token_id={start!r} differs from pad_token_id={pad_id}; "
-            "jaxtrans starts decoding from a copy of Marian's pad token only"
-        )
     for key, size in (("vocab_size", vocab_size), ("decoder_vocab_size", target_vocab_size)):
         if pad_id >= size or eos_id >= size or pad_id == eos_id:
             raise UserError(
                 f"pad_token_id={pad_id}, eos_token_id={eos_id}: need two different ids below "
                 f"{key}={size}"
             )
+    start = start_token_id(hf)
+    if start >= target_vocab_size:
+        raise UserError(
+            f"decoder_start_token_id={start}: not a token of the target vocabulary "
+            f"(decoder_vocab_size={target_vocab_size})"
+        )
     tied = flag(hf, "tie_word_embeddings", True)
     d_model = whole_number(hf, "d_model", 1024)
     try:
@@ -119,9 +128,9 @@ def config_from_huggingface(hf: dict[str, Any]) -> TransformerConfig:
             final_logits_bias=tied,
             scale_embeddings=flag(hf, "scale_embedding", False),
             # Marian starts the decoder from a zero vector (Hugging Face: the zero <pad> row
-            # of a converted model); the start row copied from <pad> is then never read. A
-            # directory whose <pad> row is not zero starts from it ("learned"): the weights
-            # decide (marian_from_huggingface.start_embedding).
+            # of a converted model); the copied start row is then never read. A directory
+            # whose start row is not zero starts from it ("learned"): the weights decide
+            # (marian_from_huggingface.start_embedding).
             decoder_start_embedding="zero",
             pad_id=PAD_ID,
         )

@@ -14,17 +14,20 @@ as config.json says (``scale_embeddings``) and a bias on the output logits
 
 Token ids. jaxtrans reserves pad 0, eos 1, bos 2 (jaxtrans/vocab.py); a Marian vocabulary
 has ``</s>`` at 0, ``<unk>`` at 1 and ``<pad>`` last, no start token, and its decoder
-starts from ``<pad>``. The rows of every token table (embeddings, output bias, untied
-output) are permuted at this boundary as jaxtrans.data.tokenizers.pretrained_tokenizer permutes a
+starts from ``decoder_start_token_id`` (``<pad>`` in every opus-mt; transformers allows any
+token). The rows of every token table (embeddings, output bias, untied output) are
+permuted at this boundary as jaxtrans.data.tokenizers.pretrained_tokenizer permutes a
 pretrained vocabulary (``marian_to_model_ids``), with one extra id for the start token:
-its row copies Marian's ``<pad>`` row, so decoding from BOS computes exactly what Marian
-computes from ``<pad>``.
+in the embedding tables its row copies the ``decoder_start_token_id`` row, so decoding
+from BOS computes exactly what transformers computes from that token; in the output
+tables (bias, untied projection) it copies ``<pad>``'s, a token neither side emits.
 
 The decoder's start (``decoder_start_embedding``) follows that row: a directory whose
-``<pad>`` row is zero (every opus-mt converted from Marian, which starts from a zero
-vector) starts from "zero", so its exports to Marian and CTranslate2 stay exact; a row
-that is not zero (a model made or fine-tuned in transformers, which no longer zeroes it)
-starts from "learned", the start row itself, as ``MarianMTModel.generate`` does.
+start row is zero (every opus-mt converted from Marian, which starts from a zero vector)
+starts from "zero", so its exports to Marian and CTranslate2's Marian converter stay
+exact; a row that is not zero (a model made or fine-tuned in transformers, whose tied
+output projection trains the ``<pad>`` row) starts from "learned", the start row itself,
+as ``MarianMTModel.generate`` does.
 """
 
 from pathlib import Path
@@ -37,7 +40,11 @@ import numpy as np
 
 from jaxtrans.errors import UserError, describe
 from jaxtrans.models.huggingface_files import load_state_dict
-from jaxtrans.models.marian.marian_config import config_from_huggingface, read_config
+from jaxtrans.models.marian.marian_config import (
+    config_from_huggingface,
+    read_config,
+    start_token_id,
+)
 from jaxtrans.models.transformer import Transformer, TransformerConfig
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -136,25 +143,29 @@ class _Tensors:
 
 def start_embedding(params: dict[str, Any]) -> str:
     """The ``decoder_start_embedding`` of converted ``params``: "zero" when the start row
-    (BOS, the copy of Marian's ``<pad>`` row) is all zeros, else "learned" (see above)."""
+    (BOS, the copy of the ``decoder_start_token_id`` row) is all zeros, else "learned"
+    (see above)."""
     table = params.get("target_embedding", params["source_embedding"])["embedding"]
     return "zero" if not np.any(table[BOS_ID]) else "learned"
 
 
 def directory_start_embedding(directory: Path, contents: dict[str, Any]) -> str:
-    """start_embedding of a Marian directory (``contents``: its config.json) from its
-    target embedding's ``<pad>`` row, without converting the rest."""
+    """start_embedding of a Marian directory (``contents``: its config.json, already read
+    by read_config) from its target embedding's ``decoder_start_token_id`` row, without
+    converting the rest."""
     state = load_state_dict(directory)
     t = _Tensors(state)
     name = t.find("model.decoder.embed_tokens.weight", "model.shared.weight")
     if name is None:
         raise UserError(f"the checkpoint in {directory} has no decoder embedding table")
-    return "zero" if not np.any(t[name][contents["pad_token_id"]]) else "learned"
+    return "zero" if not np.any(t[name][start_token_id(contents)]) else "learned"
 
 
-def _rows(table: np.ndarray, pad_id: int, eos_id: int) -> np.ndarray:
-    """Rows [V, ...] by Marian id -> [V + 1, ...] by model id; the start row copies pad's."""
-    extended = np.concatenate([table, table[pad_id : pad_id + 1]])
+def _rows(table: np.ndarray, pad_id: int, eos_id: int, start_id: int | None = None) -> np.ndarray:
+    """Rows [V, ...] by Marian id -> [V + 1, ...] by model id; the start row (BOS) copies
+    row ``start_id`` (None: pad's)."""
+    start_id = pad_id if start_id is None else start_id
+    extended = np.concatenate([table, table[start_id : start_id + 1]])
     return np.ascontiguousarray(
         extended[np.argsort(marian_to_model_ids(len(table), pad_id, eos_id))]
     )
@@ -190,20 +201,26 @@ def _check_positions(t: _Tensors, d_model: int) -> None:
 
 
 def convert_state_dict(
-    state: dict[str, np.ndarray], cfg: TransformerConfig, pad_id: int, eos_id: int
+    state: dict[str, np.ndarray],
+    cfg: TransformerConfig,
+    pad_id: int,
+    eos_id: int,
+    start_id: int | None = None,
 ) -> dict[str, Any]:
     """Marian tensors (Hugging Face names) -> Transformer params (numpy float32).
 
-    cfg: from config_from_huggingface; pad_id, eos_id: the Marian ids (config.json). Token
-    tables are permuted by marian_to_model_ids. A tensor the model has no place for (a
-    LayerNorm on the embeddings, ...) is a UserError naming it.
+    cfg: from config_from_huggingface; pad_id, eos_id, start_id: the Marian ids
+    (config.json's pad_token_id, eos_token_id, decoder_start_token_id; None: pad_id).
+    Token tables are permuted by marian_to_model_ids, the embeddings' start row copied
+    from ``start_id``. A tensor the model has no place for (a LayerNorm on the embeddings,
+    ...) is a UserError naming it.
     """
     t = _Tensors(state)
     shared = t.find("model.shared.weight")
     source_name = t.find("model.encoder.embed_tokens.weight") if not cfg.share_embeddings else None
     source_name = source_name or shared or "model.encoder.embed_tokens.weight"
     params: dict[str, Any] = {
-        "source_embedding": {"embedding": _rows(t[source_name], pad_id, eos_id)},
+        "source_embedding": {"embedding": _rows(t[source_name], pad_id, eos_id, start_id)},
         "encoder": _stack(t, "model.encoder", cfg.num_encoder_layers, _ENCODER_LAYER, cfg),
         "decoder": _stack(t, "model.decoder", cfg.num_decoder_layers, _DECODER_LAYER, cfg),
     }
@@ -217,7 +234,7 @@ def convert_state_dict(
                     "share_encoder_decoder_embeddings is true"
                 )
     else:
-        target = _rows(t["model.decoder.embed_tokens.weight"], pad_id, eos_id)
+        target = _rows(t["model.decoder.embed_tokens.weight"], pad_id, eos_id, start_id)
         params["target_embedding"] = {"embedding": target}
     bias_name = t.find("final_logits_bias")
     if bias_name:
@@ -227,7 +244,7 @@ def convert_state_dict(
     if cfg.tie_output:
         params["final_logits_bias"] = bias
         if "lm_head.weight" in t.state and not np.allclose(
-            _rows(t["lm_head.weight"], pad_id, eos_id), target
+            _rows(t["lm_head.weight"], pad_id, eos_id, start_id), target
         ):
             raise UserError(
                 "lm_head.weight differs from the decoder embeddings, but config.json "
@@ -259,7 +276,11 @@ def from_huggingface(path: str | Path) -> tuple[TransformerConfig, dict[str, Any
     config, contents = read_config(directory / "config.json")
     try:
         params = convert_state_dict(
-            load_state_dict(directory), config, contents["pad_token_id"], contents["eos_token_id"]
+            load_state_dict(directory),
+            config,
+            contents["pad_token_id"],
+            contents["eos_token_id"],
+            start_token_id(contents),
         )
     except ValueError as error:  # a tensor of another shape than config.json says
         raise UserError(

@@ -38,6 +38,9 @@ from jaxtrans.vocab import BOS_ID, PAD_ID
 
 # jaxtrans activation -> Hugging Face activation_function.
 ACTIVATION_FUNCTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish"}
+# The position kinds a Marian directory holds: its sinusoids, which transformers computes
+# itself (jaxtrans.nn.positions).
+POSITIONS = ("sinusoidal",)
 # Marian's LayerNorm is torch's default: its epsilon is not configurable.
 MARIAN_EPSILON = 1e-5
 # What an export of a model with a learned start row tells its user.
@@ -55,10 +58,10 @@ def check_exportable(cfg: TransformerConfig) -> None:
             f"model.norm={cfg.norm!r}: Marian has only Post-LN (norm='post'); "
             "this model cannot be exported"
         )
-    if cfg.position != "sinusoidal":
+    if cfg.position not in POSITIONS:
         raise UserError(
-            f"model.position={cfg.position!r}: Marian has only sinusoidal positions; "
-            "this model cannot be exported"
+            f"model.position={cfg.position!r}: Marian has only {' or '.join(POSITIONS)} "
+            "positions; this model cannot be exported"
         )
     if cfg.activation not in ACTIVATION_FUNCTIONS:
         raise UserError(

@@ -43,7 +43,7 @@ def run_labels(task: Task, params: dict[str, Any]) -> list[str] | None:
     None when the model has no classifier or the run names no labels of the right number."""
     if "classifier" not in params:
         return None
-    labels = [x for x in task.config.data.get("labels", "").split(",") if x]
+    labels = [x for x in task.config.data.labels.split(",") if x]
     return labels if len(labels) == task.model_config.num_labels else None
 
 

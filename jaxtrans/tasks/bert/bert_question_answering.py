@@ -24,8 +24,10 @@ import ml_collections
 import numpy as np
 import optax
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.data.iterators import local_batch_size
 from jaxtrans.data.qa import qa_features
+from jaxtrans.data.qa.qa_data_config import add_qa_data_fields
 from jaxtrans.data.qa.splits import check_version, read_split
 from jaxtrans.data.qa.squad import QAExample, gold_answers, parse_question_line
 from jaxtrans.data.tokenizers.bert_tokenizer import BertTokenizer
@@ -45,6 +47,7 @@ from jaxtrans.tasks.bert.bert_task import (
     start_fresh,
     start_from_checkpoint,
 )
+from jaxtrans.tasks.bert.qa_eval_section import QuestionAnsweringEvalConfig
 
 
 class BertQuestionAnsweringTask(BertTask):
@@ -60,13 +63,7 @@ class BertQuestionAnsweringTask(BertTask):
     head_params = ("qa_outputs",)
     pretrained_data_defaults = {
         "max_seq_length": 384,
-        "doc_stride": 128,
-        "max_query_length": 64,
-        "max_answer_length": 30,
-        "version_2_with_negative": False,
-        "qa_train": "",
-        "qa_dev": "",
-        "qa_test": "",
+        **add_qa_data_fields(ml_collections.ConfigDict()).to_dict(),
     }
 
     def __init__(
@@ -88,10 +85,16 @@ class BertQuestionAnsweringTask(BertTask):
             self.encoder = qa_features.QAEncoder(
                 tokenizer,
                 max_seq_length=data.max_seq_length,
-                doc_stride=data.get("doc_stride", 128),
-                max_query_length=data.get("max_query_length", 64),
+                doc_stride=data.doc_stride,
+                max_query_length=data.max_query_length,
             )
         self._outputs = jax.jit(self._forward)
+
+    @property
+    def evaluation(self) -> QuestionAnsweringEvalConfig:
+        """The eval section as its dataclass: a field it lacks (a Hugging Face directory's
+        run config) takes its default, defined in qa_eval_section.py only."""
+        return section_values(QuestionAnsweringEvalConfig, self.config.eval)
 
     @classmethod
     def from_config(
@@ -208,7 +211,7 @@ class BertQuestionAnsweringTask(BertTask):
     def encoded_split(self, split: str) -> qa_features.EncodedExamples | None:
         if split not in self._splits:
             # A Hugging Face directory is scored on the given files only, never the demo.
-            given = not self.pretrained_path or self.config.data.get(f"qa_{split}", "")
+            given = not self.pretrained_path or self.config.data[f"qa_{split}"]
             examples = read_split(self.config.data, split) if given else None
             if examples is not None:
                 check_version(examples, self.config.data, split)
@@ -220,7 +223,7 @@ class BertQuestionAnsweringTask(BertTask):
             encoded.windows,
             pad_id=self.tokenizer.pad_id,
             max_seq_length=self.config.data.max_seq_length,
-            batch_size=batch_size or self.config.eval.batch_size,
+            batch_size=batch_size or self.evaluation.batch_size,
         )
 
     def split_batches(self, split: str) -> list[Batch] | None:
@@ -253,9 +256,9 @@ class BertQuestionAnsweringTask(BertTask):
                 [starts[i] for i in windows],
                 [ends[i] for i in windows],
                 [encoded.windows[i].context_positions for i in windows],
-                max_answer_length=self.config.data.get("max_answer_length", 30),
-                allow_no_answer=self.config.data.get("version_2_with_negative", False),
-                null_score_diff_threshold=self.config.eval.get("null_score_diff_threshold", 0.0),
+                max_answer_length=self.config.data.max_answer_length,
+                allow_no_answer=self.config.data.version_2_with_negative,
+                null_score_diff_threshold=self.evaluation.null_score_diff_threshold,
             )
             found = {"answer": "", "start": None, "end": None, "score": choice.score}
             if choice.window >= 0:
@@ -277,8 +280,8 @@ class BertQuestionAnsweringTask(BertTask):
         return squad_scores(
             gold_answers(encoded.examples),
             predictions,
-            cjk_characters=self.config.eval.get("cjk_characters", False),
-            breakdown=self.config.data.get("version_2_with_negative", False),
+            cjk_characters=self.evaluation.cjk_characters,
+            breakdown=self.config.data.version_2_with_negative,
         )
 
     def extra_eval(self, params, step: int, rows=None) -> dict[str, Any]:
@@ -323,7 +326,7 @@ class BertQuestionAnsweringTask(BertTask):
             e.id: "" if a["no_answer"] else a["answer"]
             for e, a in zip(encoded.examples, answers, strict=True)
         }
-        if self.config.data.get("version_2_with_negative", False):
+        if self.config.data.version_2_with_negative:
             files[stem + "-null_odds.json"] = {
                 e.id: a["null_score"] - a["score"]
                 for e, a in zip(encoded.examples, answers, strict=True)

@@ -72,10 +72,11 @@ def resolve_run_config(
 
 
 def check_sequence_length(model_config: BertConfig, max_seq_length: int) -> None:
-    if model_config.position == "learned" and max_seq_length > model_config.max_len:
+    limit = model_config.position_encoding.max_length()
+    if limit is not None and max_seq_length > limit:
         raise UserError(
             f"--config.data.max_seq_length={max_seq_length} exceeds the model's position "
-            f"table (max_len={model_config.max_len}); use a shorter max_seq_length"
+            f"table (max_len={limit}); use a shorter max_seq_length"
         )
 
 
@@ -86,7 +87,7 @@ def start_from_checkpoint(
     tokenizer (the workdir's copy, made on the first start) and its model config with the
     run's FINE_TUNING_FIELDS and ``model_changes`` (e.g. num_labels)."""
     source = bert_init.init_source(config.init_from)
-    if config.data.get("hf_checkpoint"):
+    if config.data.hf_checkpoint:
         raise UserError(
             "the vocabulary of a fine-tuning run comes from --config.init_from; "
             "leave --config.data.hf_checkpoint empty"
@@ -119,7 +120,7 @@ def start_fresh(
     SentencePiece trained on ``documents()`` (lists of sentences) into the workdir."""
     if bert_init.has_run_tokenizer(workdir):
         tokenizer = bert_init.load_run_tokenizer(workdir)
-    elif config.data.get("hf_checkpoint"):
+    elif config.data.hf_checkpoint:
         files = bert_init.huggingface_tokenizer_files(config.data.hf_checkpoint)
         tokenizer = bert_init.install_tokenizer(files, workdir)
     else:
@@ -183,8 +184,9 @@ class BertTask(Task):
             )
         model_config = source.config
         data = dict(cls.pretrained_data_defaults)
-        if model_config.position == "learned":  # a small model's position table is shorter
-            data["max_seq_length"] = min(data["max_seq_length"], model_config.max_len)
+        limit = model_config.position_encoding.max_length()
+        if limit is not None:  # a small model's position table is shorter
+            data["max_seq_length"] = min(data["max_seq_length"], limit)
         run_config = ml_collections.ConfigDict(
             {"task": cls.name, "init_from": str(directory), "data": data}
         )
@@ -264,8 +266,8 @@ class BertTask(Task):
         from jaxtrans.tasks.bert.bert_predict import encode_pair, input_texts
 
         row = encode_pair(self.tokenizer, *input_texts(sentence, 1), masks=True)
-        length, limit = len(row["input_ids"]), self.model_config.max_len
-        if self.model_config.position == "learned" and length > limit:
+        length, limit = len(row["input_ids"]), self.model_config.position_encoding.max_length()
+        if limit is not None and length > limit:
             raise UserError(f"--plot_attention: {length} pieces exceed max_len={limit}")
         pieces = [self.tokenizer.id_to_piece(int(i)) for i in row["input_ids"]]
         bert_params = self.restore_params(checkpoint).params["bert"]

@@ -58,7 +58,7 @@ class BertTokenClassificationTask(BertTask):
     predicts = True
     huggingface_architectures = ("BertForTokenClassification",)
     head_params = ("classifier",)
-    pretrained_data_defaults = {"max_seq_length": 128, "tag_scheme": "bio"}
+    pretrained_data_defaults = {"max_seq_length": 128, "tag_scheme": "bio", "labels": ""}
 
     def __init__(
         self,
@@ -72,7 +72,7 @@ class BertTokenClassificationTask(BertTask):
         fresh weights); ``train``: the training sentences, if already read."""
         super().__init__(run_config, model_config, tokenizer)
         self.source = source
-        self.labels = [x for x in run_config.data.get("labels", "").split(",") if x]
+        self.labels = [x for x in run_config.data.labels.split(",") if x]
         if not self.labels:
             raise UserError(
                 "the model's tags are not known: a Hugging Face config.json needs id2label "

@@ -12,7 +12,9 @@
 Every model setting converts (Pre-LN, any LayerNorm epsilon, RoPE, learned positions, a
 learned decoder start); what is refused is a run tokenized by something other than its own
 SentencePiece model(s) (a Marian directory's or a Hugging Face tokenizer), whose pieces
-those files cannot cut: export it with --format huggingface instead.
+those files cannot cut: export it with --format huggingface instead, which CTranslate2's
+Marian converter reads when the decoder starts from a zero vector (it starts every
+Marian model so; the refusal says when it would not translate alike).
 """
 
 from pathlib import Path
@@ -40,14 +42,25 @@ def check_ctranslate2() -> str:
 
 
 def check_tokenizer(task: Task) -> Tokenizer:
-    """The run's SentencePiece tokenizer; UserError for any other kind."""
-    if not isinstance(task.tokenizer, Tokenizer):
+    """The run's SentencePiece tokenizer; UserError for any other kind, saying which route
+    to CTranslate2 is left: a Marian export converted by ct2-transformers-converter, whose
+    Marian models start from a zero vector, so only for a model that starts so too."""
+    if isinstance(task.tokenizer, Tokenizer):
+        return task.tokenizer
+    not_written = (
+        f"{task.workdir} is tokenized by a Marian directory's or a Hugging Face tokenizer, "
+        "which --format ctranslate2 does not write"
+    )
+    if task.model_config.decoder_start_embedding == "zero":
         raise UserError(
-            f"{task.workdir} is tokenized by a Marian directory's or a Hugging Face "
-            "tokenizer, which --format ctranslate2 does not write; export it with --format "
-            "huggingface (a Marian run converts with ct2-transformers-converter)"
+            f"{not_written}; export it with --format huggingface (a Marian run converts "
+            "with ct2-transformers-converter)"
         )
-    return task.tokenizer
+    raise UserError(
+        f"{not_written}, and ct2-transformers-converter would not translate it alike: its "
+        "Marian models start from a zero vector, this model from a learned start row; "
+        "export it with --format huggingface for transformers"
+    )
 
 
 def pieces(tokenizer: Tokenizer, side: str) -> list[str]:

@@ -67,8 +67,9 @@ def check_decoding_sizes(
     data = run_config.get("data") or {}
     source = data.get("max_source_length")
     source = source if isinstance(source, int) and source >= 1 else 0
-    if model.position == "learned":
-        source = min(source, model.max_len)
+    limit = model.position_encoding.max_length()
+    if limit is not None:
+        source = min(source, limit)
     _check_memory(beam_size, batch_size, source, max_extra_length, model)
 
 
@@ -88,9 +89,12 @@ def _check_beam(beam_size: int, nbest: Any, vocab_size: int) -> None:
 
 
 def _check_extra_length(max_extra_length: int, model: TransformerConfig) -> None:
-    if model.position == "learned":
-        limit = model.max_len
-        why = f"the model's learned positions end at model.max_len={limit}, no output is longer"
+    limit = model.position_encoding.max_length()
+    if limit is not None:
+        why = (
+            f"the model's {model.position} positions end at model.max_len={limit}, no output "
+            "is longer"
+        )
     else:
         limit = MAX_EXTRA_LENGTH
         why = (

@@ -59,8 +59,8 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
     rows, beam = int(settings["batch_size"]), int(settings["beam_size"])
     source_length = int(task.run_config.data.max_source_length)
     max_len = source_length + int(settings["max_extra_length"])
-    if config.position == "learned":
-        max_len = min(max_len, config.max_len)
+    if (limit := config.position_encoding.max_length()) is not None:
+        max_len = min(max_len, limit)
     placed = jax.sharding.SingleDeviceSharding(device)
     with target_platform(device.platform):
         params = jax.eval_shape(lambda: task.model.init(*_init_args(task))["params"])

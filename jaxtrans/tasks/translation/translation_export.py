@@ -48,10 +48,11 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 def languages(task: Task) -> tuple[str, str]:
-    """(source, target) language names of the run, after data.reverse ("" when unnamed)."""
+    """(source, target) language names of the run, after data.reverse ("" when unnamed);
+    its data section complete (run_config.complete_run_config, as restore_task reads it)."""
     data = task.run_config.data
-    source, target = data.get("source_lang", ""), data.get("target_lang", "")
-    return (target, source) if data.get("reverse") else (source, target)
+    source, target = data.source_lang, data.target_lang
+    return (target, source) if data.reverse else (source, target)
 
 
 def generation_config(task: Task, hf_config: dict) -> dict:

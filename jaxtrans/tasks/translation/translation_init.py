@@ -167,13 +167,13 @@ def fine_tuning_config(config: ml_collections.ConfigDict) -> ml_collections.Conf
     directory's (data.tokenizer), its model section the directory's model with the run's
     fine-tuning fields."""
     path = config.init_from
-    tokenizer = config.data.get("tokenizer", "sentencepiece")
+    tokenizer = config.data.tokenizer
     if tokenizer not in ("sentencepiece", path):
         raise UserError(
             f"--config.data.tokenizer={tokenizer}: a run that starts from "
             f"--config.init_from={path} uses that directory's tokenizer; leave it unset"
         )
-    if config.data.get("target_tokenizer"):
+    if config.data.target_tokenizer:
         raise UserError(
             "--config.data.target_tokenizer: a run that starts from --config.init_from uses "
             "that directory's tokenizer; leave it unset"

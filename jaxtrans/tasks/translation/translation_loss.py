@@ -12,15 +12,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from jaxtrans.config_sections import section_values
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.training.chunked_loss import chunked_label_smoothed_cross_entropy
 from jaxtrans.training.loss import label_smoothed_cross_entropy
 from jaxtrans.training.run_sections import TrainConfig
-
-
-def loss_chunk_tokens(train: ml_collections.ConfigDict) -> int:
-    """train.loss_chunk_tokens, its default where a config predates it."""
-    return int(train.get("loss_chunk_tokens", TrainConfig.loss_chunk_tokens))
 
 
 def _hidden_and_projection(model: Transformer, *args, **kwargs):
@@ -30,14 +26,16 @@ def _hidden_and_projection(model: Transformer, *args, **kwargs):
 def translation_loss_sums(
     model: Transformer,
     model_config: TransformerConfig,
-    train: ml_collections.ConfigDict,
+    train: TrainConfig | ml_collections.ConfigDict,
     params,
     batch: dict[str, jnp.ndarray],
     rng: jax.Array | None,
     deterministic: bool,
 ) -> dict[str, jnp.ndarray]:
     """Sums ``loss``, ``nll``, ``correct``, ``tokens`` of ``batch`` (source, target_in,
-    target_out [rows, length], and the segments and positions of packed rows)."""
+    target_out [rows, length], and the segments and positions of packed rows), with the
+    train section's label_smoothing and loss_chunk_tokens (read as a TrainConfig, at
+    trace time)."""
     inputs = (
         batch["source"],
         batch["target_in"],
@@ -49,8 +47,9 @@ def translation_loss_sums(
     rngs = None if rng is None else {"dropout": rng}
     targets = batch["target_out"]
     weights = targets != model_config.pad_id
+    train = section_values(TrainConfig, train)  # a field it lacks takes its default
     smoothing = float(train.label_smoothing)
-    chunk_tokens = loss_chunk_tokens(train)
+    chunk_tokens = train.loss_chunk_tokens
     if chunk_tokens <= 0:
         logits = model.apply({"params": params}, *inputs, deterministic=deterministic, rngs=rngs)
         return label_smoothed_cross_entropy(logits, targets, weights, smoothing)

@@ -293,7 +293,7 @@ class TranslationTask(Task):
             return {}
         metrics: dict[str, Any] = {}
         if self.config.eval.bleu_during_training:
-            with sharding.rows_axis_rules(rows, self.config.get("mesh", {}).get("rules", "")):
+            with sharding.rows_axis_rules(rows, self.config.mesh.rules):
                 _, scores, _ = translate_and_score(
                     self.model_config,
                     jax.device_get(params) if rows is None else params,

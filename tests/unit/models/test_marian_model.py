@@ -29,6 +29,8 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 # Marian's ids in the checkpoints built here: </s> 0, <pad> = decoder start = PAD.
 MARIAN_EOS = 0
 MAX_NEW_TOKENS = 10
+# The decoder_start_token_id of the "start_token" variant: neither <pad> nor </s>.
+START_TOKEN = 7
 # Variants: a shared vocabulary whose <pad> is last (opus-mt), and separate source and
 # target vocabularies (pad last in the target's only), without the embedding scale.
 VARIANTS = {
@@ -42,9 +44,19 @@ VARIANTS = {
     # opus-mt's layout, but a <pad> row (the decoder start) that is not zero, as in a model
     # made or fine-tuned in transformers 5, which no longer zeroes it.
     "start_row": dict(vocab_size=120, share_encoder_decoder_embeddings=True, scale_embedding=True),
+    # A decoder start that is not <pad> (transformers allows any token): an ordinary
+    # token's row, which it also emits, and separate tables with an untied output.
+    "start_token": dict(
+        vocab_size=100,
+        decoder_vocab_size=90,
+        decoder_start_token_id=START_TOKEN,
+        share_encoder_decoder_embeddings=False,
+        tie_word_embeddings=False,
+        scale_embedding=True,
+    ),
 }
 # A bias on </s> per variant, so that some outputs end before the length limit, some not.
-EOS_BIAS = {"shared": 6.0, "separate": 3.5, "start_row": 6.0}
+EOS_BIAS = {"shared": 6.0, "separate": 3.5, "start_row": 6.0, "start_token": 4.0}
 
 
 def _marian_config(**changes) -> "transformers.MarianConfig":
@@ -212,19 +224,25 @@ def test_the_decoder_starts_where_the_directory_starts_it(marian):
     config, params = from_huggingface(directory)
     start_row = model.get_decoder().embed_tokens.weight[hf.decoder_start_token_id]
     nonzero = bool(torch.any(start_row != 0))
-    assert nonzero == (directory.name.startswith("marian-start_row"))
+    assert nonzero == (directory.name.startswith(("marian-start_row", "marian-start_token")))
     assert config.decoder_start_embedding == ("learned" if nonzero else "zero")
     table = params.get("target_embedding", params["source_embedding"])["embedding"]
     np.testing.assert_array_equal(table[BOS_ID], start_row.detach().numpy())
 
 
 def test_export_gives_back_the_marian_checkpoint(marian):
-    """Both variants: one size, and separate sizes with <pad> at the smaller one's last id
-    (Marian's one pad id, where the export puts it)."""
+    """One size, and separate sizes with <pad> at the smaller one's last id (Marian's one
+    pad id, where the export puts it). A start other than <pad> comes back as an equal
+    model: starting from <pad>, whose embedding rows hold the start token's."""
     directory, model, hf = marian
     hf_config, state = to_huggingface(*from_huggingface(directory))
-    original = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    assert hf_config["pad_token_id"] == hf.pad_token_id
+    original = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    starts = ["model.shared.weight", "model.decoder.embed_tokens.weight"]
+    if hf.share_encoder_decoder_embeddings:
+        starts.append("model.encoder.embed_tokens.weight")
+    for name in set(starts) & set(original):
+        original[name][hf.pad_token_id] = original[name][hf.decoder_start_token_id]
+    assert hf_config["pad_token_id"] == hf_config["decoder_start_token_id"] == hf.pad_token_id
     assert (hf_config["vocab_size"], hf_config["decoder_vocab_size"]) == (
         hf.vocab_size,
         hf.decoder_vocab_size,
@@ -320,7 +338,8 @@ REFUSED = [
     ({"add_final_layer_norm": True}, "add_final_layer_norm"),
     ({"static_position_embeddings": False}, "static_position_embeddings"),
     ({"activation_function": "gelu_fast"}, "activation_function"),
-    ({"decoder_start_token_id": 5}, "decoder_start_token_id"),
+    ({"decoder_start_token_id": 10**6}, "decoder_start_token_id"),
+    ({"decoder_start_token_id": None}, "decoder_start_token_id"),
     ({"decoder_ffn_dim": 32}, "decoder_ffn_dim"),
     ({"model_type": "bart"}, "model_type"),
 ]

@@ -77,7 +77,7 @@ def test_rope_preserves_vector_norms():
 def test_rope_attention_scores_depend_only_on_relative_offset():
     config = BlockConfig(d_model=32, num_heads=4, position="rope", attention_dropout_rate=0.0)
     x = jax.random.normal(jax.random.key(0), (1, 7, 32))
-    module = MultiHeadAttention(config, rope=True)
+    module = MultiHeadAttention(config, positions=config.position_encoding)
     positions = jnp.arange(7)[None]
     variables = module.init(jax.random.key(1), x, x, None, positions, positions)
 
@@ -88,9 +88,7 @@ def test_rope_attention_scores_depend_only_on_relative_offset():
 
     np.testing.assert_allclose(weights(0), weights(113), atol=1e-5)
     # ...and the rotation is not a no-op: without it the weights differ.
-    _, plain = MultiHeadAttention(config, rope=False).apply(
-        variables, x, x, mutable="intermediates"
-    )
+    _, plain = MultiHeadAttention(config).apply(variables, x, x, mutable="intermediates")
     assert not np.allclose(weights(0), plain["intermediates"]["attention_weights"][0], atol=1e-3)
 
 

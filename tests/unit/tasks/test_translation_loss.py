@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.tasks.translation.translation_loss import loss_chunk_tokens
 from jaxtrans.tasks.translation.translation_task import TranslationTask
 from jaxtrans.training.run_sections import TrainConfig
 
@@ -110,9 +109,15 @@ def test_chunked_translation_loss_equals_the_whole_logits(model, packed, dropout
 
 
 def test_the_chunk_size_defaults_where_a_config_predates_it():
-    task = task_with(0)
-    del task.config.train["loss_chunk_tokens"]
-    assert loss_chunk_tokens(task.config.train) == TrainConfig.loss_chunk_tokens > 0
+    assert TrainConfig.loss_chunk_tokens > 0
+    default, older = task_with(TrainConfig.loss_chunk_tokens), task_with(0)
+    del older.config.train["loss_chunk_tokens"]  # then the loss chunks as the default does
+    batch = packed_batch(2)
+    params = default.init_params(jax.random.key(0))
+    chunked = jax.make_jaxpr(lambda p: default.loss_sums(p, batch, None, True))(params)
+    unset = jax.make_jaxpr(lambda p: older.loss_sums(p, batch, None, True))(params)
+    whole = jax.make_jaxpr(lambda p: task_with(0).loss_sums(p, batch, None, True))(params)
+    assert str(unset) == str(chunked) != str(whole)
 
 
 def test_output_projection_gives_the_logits_of_decode():
