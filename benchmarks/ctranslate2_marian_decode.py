@@ -16,13 +16,16 @@ each in a fresh process of its own, the processes alternating round by round:
 
 Same sentences (marian_decode.py's: --sentences rows of --source-length random ids, one
 batch), same length penalty (len ** 1.0, penalty_form "hf"), every row decoding exactly
---length tokens (EOS is unreachable). Every process is pinned to the same --cores cores:
-XLA sizes its thread pool by the affinity mask, CTranslate2 gets intra_threads = --cores.
+--length tokens (EOS is unreachable). Every process is pinned to its first N cores, for each
+N of --cores (a table each): XLA sizes its thread pool by the affinity mask, CTranslate2
+gets intra_threads = N. With several core counts a last line says whether jaxtrans's
+outputs were the same on each (they should be: one kernel family on every core count).
 "cold" is a fresh process's first call (compilation for jaxtrans; model loading is not
 counted either way), "warm" the next --warm_calls. The table gives medians over the rounds
 (of every warm call of every process) and how many sentences (and tokens) equal jaxtrans's.
 
     python benchmarks/ctranslate2_marian_decode.py              # 3 rounds, greedy and beam 4
+    python benchmarks/ctranslate2_marian_decode.py --cores 1,2  # pinned to one core, then two
     python benchmarks/ctranslate2_marian_decode.py --quick      # a tiny model, one round
     python benchmarks/ctranslate2_marian_decode.py --profile    # jaxtrans's warm call by op kind
 """
@@ -55,7 +58,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--beams", default="1,4", help="beam sizes, comma-separated (1: greedy)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warm_calls", type=int, default=3, help="warm calls a process")
-    parser.add_argument("--cores", type=int, default=1, help="cores every process is pinned to")
+    parser.add_argument(
+        "--cores",
+        default="1",
+        help="cores every process is pinned to, comma-separated: a table each",
+    )
     parser.add_argument("--quick", action="store_true", help="a tiny model, one round")
     parser.add_argument("--profile", action="store_true", help="trace jaxtrans's warm call")
     parser.add_argument("--child", choices=sorted(WAYS), help=argparse.SUPPRESS)
@@ -142,7 +149,7 @@ def ctranslate2_run(args, vocab: int, compute_type: str, threads: int):
 
 
 def child(args) -> dict:
-    threads = use_cores(args.cores)
+    threads = use_cores(int(args.cores))
     vocab = marian_decode.TINY_SHAPE["vocab"] if args.quick else marian_decode.OPUS_SHAPE["vocab"]
     compute_type = WAYS[args.child]
     if compute_type is None:
@@ -150,11 +157,11 @@ def child(args) -> dict:
     return timed_calls(ctranslate2_run(args, vocab, compute_type, threads), args.warm_calls)
 
 
-def run_child(args, way: str, beam: int) -> dict:
+def run_child(args, way: str, beam: int, cores: int) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", way, "--beam", str(beam),
                "--model", args.model, "--sentences", str(args.sentences),
                "--source-length", str(args.source_length), "--length", str(args.length),
-               "--cores", str(args.cores), "--warm_calls", str(args.warm_calls),
+               "--cores", str(cores), "--warm_calls", str(args.warm_calls),
                ] + (["--quick"] if args.quick else [])  # fmt: skip
     out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.split("RESULT ", 1)[1])
@@ -197,7 +204,7 @@ def profile(args) -> None:
     args.model = os.path.join(tempfile.mkdtemp(prefix="ct2-marian-profile-"), "model")
     shape = marian_decode.TINY_SHAPE if args.quick else marian_decode.OPUS_SHAPE
     marian_decode.save_model(args.model, shape)
-    threads = use_cores(args.cores)
+    threads = use_cores(int(args.cores.split(",")[0]))
     for beam in [int(b) for b in args.beams.split(",")]:
         args.beam = beam
         run = jaxtrans_run(args, shape["vocab"])
@@ -241,7 +248,7 @@ def profile(args) -> None:
         print()
 
 
-def print_table(args, results: dict, beams: list, load: str) -> None:
+def print_table(args, results: dict, beams: list, load: str, cores: int) -> None:
     import ctranslate2
 
     shape = marian_decode.TINY_SHAPE if args.quick else marian_decode.OPUS_SHAPE
@@ -249,8 +256,8 @@ def print_table(args, results: dict, beams: list, load: str) -> None:
         f"Marian d_model {shape['d_model']}, {shape['heads']} heads, d_ff {shape['ffn']}, "
         f"{shape['layers']}+{shape['layers']} layers, vocab {shape['vocab']} (random weights); "
         f"{args.sentences} sentences of {args.source_length} source ids, {args.length} tokens "
-        f"each; {args.rounds} alternating rounds, a process each, {args.cores} core(s) each "
-        f"(CTranslate2 {ctranslate2.__version__}, intra_threads={args.cores}); {os.cpu_count()} "
+        f"each; {args.rounds} alternating rounds, a process each, {cores} core(s) each "
+        f"(CTranslate2 {ctranslate2.__version__}, intra_threads={cores}); {os.cpu_count()} "
         f"CPUs, load average {load} at the start, "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"
     )
@@ -294,17 +301,32 @@ def main(argv=None) -> int:
     marian_decode.save_model(args.model, shape)
     convert(args.model, os.path.join(scratch, "ct2"), shape["vocab"])
     beams = [int(beam) for beam in args.beams.split(",")]
+    outputs = {}  # beam -> jaxtrans's output on each core count
+    for cores in [int(n) for n in args.cores.split(",")]:
+        results = measure(args, beams, cores)
+        print_table(args, results, beams, load, cores)
+        print()
+        for beam in beams:
+            outputs.setdefault(beam, []).append(results[("jaxtrans", beam)]["output"])
+    if len(args.cores.split(",")) > 1:
+        same = {beam: all(o == found[0] for o in found) for beam, found in outputs.items()}
+        print(f"jaxtrans's outputs the same on {args.cores} cores: {same}")
+    return 0
+
+
+def measure(args, beams: list, cores: int) -> dict:
+    """(way, beam) -> cold [s], warm [s] and output, every way in --rounds alternating
+    rounds of a fresh process each, pinned to ``cores`` cores."""
     keys = [(way, beam) for beam in beams for way in WAYS]
     results = {key: {"cold": [], "warm": []} for key in keys}
     for round_ in range(args.rounds):
         for key in keys if round_ % 2 == 0 else list(reversed(keys)):
-            result = run_child(args, *key)
+            result = run_child(args, *key, cores)
             results[key]["cold"].append(result["cold"])
             results[key]["warm"].extend(result["warm"])
             results[key]["output"] = result["output"]
-        print(f"  round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
-    print_table(args, results, beams, load)
-    return 0
+        print(f"  {cores} core(s): round {round_ + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 options.py    SearchOptions: every decoding setting in one frozen object (a pytree)
 decoding.py   encode once, one cached decoder step per token (greedy_decode, beam_decode)
-compiler_options_jit.py  jax.jit whose XLA options follow each call's rows (one jit per set)
 ensemble.py   several models decoding as one: the mean of their probabilities at each step
 search.py     greedy search and sampling over any step function, in one while_loop
 beam_search.py  beam search over the same step functions, in one while_loop
+staged_search.py  a search's loop run in a plan's stages: a short cache widened, fewer rows
+decode_plan.py  the plan of a decoding call: first cache slots, narrowing; the length ladder
 top_tokens.py each row's best tokens under log_softmax, by blocks of the vocabulary
-cpu_decoding.py  decoding on CPU: its XLA kernels by rows, finished rows dropped, finer lengths
 translate.py  sentence lists -> hypotheses (length-sorted, bucketed static shapes), forced prefixes
 nbest.py      the N best hypotheses of beam search with their scores
 bleu.py       sacreBLEU BLEU (13a, or zh for Chinese) and chrF with signatures

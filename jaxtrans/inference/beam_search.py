@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.options import PENALTY_FORMS, PenaltyForm
-from jaxtrans.inference.search import Cache, StepFn, Widen, allowed_logits, forced_tokens
+from jaxtrans.inference.search import Cache, StepFn, allowed_logits, forced_tokens
 from jaxtrans.inference.top_tokens import log_softmax_top_k, top_k
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -113,8 +113,7 @@ def beam_search(
     prefix: jnp.ndarray | None = None,
     return_logprobs: bool = False,
     reorder: Callable[[Cache, jnp.ndarray], Cache] = gather_rows,
-    widen: Widen | None = None,
-    slots: int | None = None,
+    run: Callable[[Callable, Callable, dict], dict] | None = None,
 ) -> tuple[jnp.ndarray, ...]:
     """Beam search with the length penalty ((5 + len) / 6) ** alpha, or len ** alpha with
     ``penalty_form="hf"`` (alpha >= 0; see ``length_penalty``).
@@ -144,9 +143,8 @@ def beam_search(
     live hypotheses (default: every leaf gathered whole; a model that knows which parts
     of its cache hold something may move only those, as nn.attention.reorder_cache does).
 
-    widen, slots: the cache holds ``slots`` tokens at first (fewer than max_len); the search
-    stops there if a row is still running, ``widen(cache, max_len)`` makes room for the
-    rest and it goes on (search.py's module docstring): a step attends to every slot.
+    run(running, step, state) -> the final state: how the loop runs (state["i"] the step,
+    state["cache"] the cache; staged_search.beam_run; None: one lax.while_loop).
 
     Returns finished tokens [batch, beam_size, max_len] and their scores
     [batch, beam_size], best first (-inf marks an empty slot); with return_logprobs also
@@ -236,10 +234,7 @@ def beam_search(
         "finished_logprobs": jnp.full((batch, k), -jnp.inf),
         "cache": cache,
     }
-    if widen is not None and slots is not None and slots < max_len:
-        state = jax.lax.while_loop(lambda s: running(s) & (s["i"] < slots), step, state)
-        state = {**state, "cache": widen(state["cache"], max_len)}
-    state = jax.lax.while_loop(running, step, state)
+    state = (run or jax.lax.while_loop)(running, step, state)
     if return_logprobs:
         return state["finished_tokens"], state["finished_scores"], state["finished_logprobs"]
     return state["finished_tokens"], state["finished_scores"]

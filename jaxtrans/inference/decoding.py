@@ -8,6 +8,10 @@ in the "cache" collection, so a step costs the same whatever the prefix length. 
 target prefix (``prefix`` [batch, prefix_len], PAD after each row's end) is fed through
 the same steps: the search emits its tokens first and goes on from the cache they built.
 
+Each decoder takes its batch shape's DecodePlan (decode_plan.py: the cache's first slots,
+the rows to narrow to) and runs its search in that plan's stages (staged_search.py); the
+tokens are those of one loop over every row either way.
+
 Every function here also decodes an ensemble: ``config`` a tuple of configs and
 ``params`` a tuple of parameter trees, one a member (jaxtrans.inference.ensemble), whose
 mean next-token distribution chooses each token.
@@ -20,18 +24,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.beam_search import beam_search, gather_rows, tile_beams
-from jaxtrans.inference.compiler_options_jit import CompilerOptionsJit
-from jaxtrans.inference.cpu_decoding import (
-    compiler_options,
-    first_cache_slots,
-    narrowing_stages,
-    transposed_output,
-)
+from jaxtrans.inference.decode_plan import decode_plan
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
 from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
+from jaxtrans.inference.staged_search import beam_run, staged_run
 from jaxtrans.models import Transformer, TransformerConfig
-from jaxtrans.models.transformer import OUTPUT_KERNEL
 from jaxtrans.nn.attention import CACHE, MEMORY_CACHE, reorder_cache, widen_cache
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -130,10 +128,6 @@ def model_decoder(
     gathered)."""
     params = nn.unbox(params)
     keys_values = tile_beams(_encode_and_cache_memory(config, params, source), beam_size)
-    rows = source.shape[0] * beam_size
-    if config.tie_output and transposed_output(rows):
-        kernel = Transformer(config).apply({"params": params}, method=Transformer.output_kernel)
-        keys_values = {**keys_values, OUTPUT_KERNEL: kernel}
     rows_source = jnp.repeat(source, beam_size, axis=0)
     cache = init_cache(config, params, keys_values, rows_source, max_len)
     return _rows_decoder(config, params, keys_values, rows_source, cache)
@@ -144,10 +138,7 @@ def _rows_decoder(config, params, keys_values: dict, rows_source, cache) -> Deco
     and cache are given; its narrowing takes rows of all three."""
 
     def narrow(cache, rows: jnp.ndarray) -> Decoder:
-        # The transposed output kernel (cpu_decoding.transposed_output) has no rows.
-        kept = {
-            k: v if k == OUTPUT_KERNEL else gather_rows(v, rows) for k, v in keys_values.items()
-        }
+        kept = gather_rows(keys_values, rows)
         return _rows_decoder(config, params, kept, rows_source[rows], gather_rows(cache, rows))
 
     return Decoder(make_step_fn(config, params, keys_values, rows_source), cache, narrow)
@@ -168,18 +159,7 @@ def decoder(
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
-def _rows_options(arguments: dict) -> dict | None:
-    """The compiler options of a greedy or sampling call (cpu_decoding.compiler_options by
-    its rows)."""
-    return compiler_options(arguments["source"].shape[0])
-
-
-def _beam_options(arguments: dict) -> dict | None:
-    """The compiler options of a beam search call: its rows are batch * beam_size."""
-    return compiler_options(arguments["source"].shape[0] * arguments["options"].beam_size)
-
-
-@functools.partial(CompilerOptionsJit, static_argnames=_STATIC, compiler_options=_rows_options)
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def greedy_decode(
     params,
     source: jnp.ndarray,
@@ -201,8 +181,8 @@ def greedy_decode(
     length; prefix [batch, prefix_len]: forced first tokens, PAD after each row's end
     (search.greedy_search). Returns tokens [batch, max_len] int32, PAD after EOS.
     """
-    slots = first_cache_slots(source.shape[1], max_len)
-    step, cache, narrow = decoder(config, params, source, slots)
+    plan = decode_plan(source.shape[0], source.shape[1], max_len)
+    step, cache, narrow = decoder(config, params, source, plan.slots)
     return greedy_search(
         step,
         cache,
@@ -212,14 +192,11 @@ def greedy_decode(
         eos_id=eos_id,
         pad_id=pad_id,
         prefix=prefix,
-        narrow=narrow,
-        stages=narrowing_stages(source.shape[0]),
-        widen=widen_cache,
-        slots=slots,
+        run=staged_run(plan, narrow, widen_cache),
     )
 
 
-@functools.partial(CompilerOptionsJit, static_argnames=_STATIC, compiler_options=_rows_options)
+@functools.partial(jax.jit, static_argnames=_STATIC)
 def sample_decode(
     params,
     source: jnp.ndarray,
@@ -239,8 +216,8 @@ def sample_decode(
     one compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after
     EOS.
     """
-    slots = first_cache_slots(source.shape[1], max_len)
-    step, cache, narrow = decoder(config, params, source, slots)
+    plan = decode_plan(source.shape[0], source.shape[1], max_len)
+    step, cache, narrow = decoder(config, params, source, plan.slots)
     return sample_search(
         step,
         cache,
@@ -254,17 +231,14 @@ def sample_decode(
         eos_id=eos_id,
         pad_id=pad_id,
         prefix=prefix,
-        narrow=narrow,
-        stages=narrowing_stages(source.shape[0]),
-        widen=widen_cache,
-        slots=slots,
+        run=staged_run(plan, narrow, widen_cache),
     )
 
 
 _BEAM_STATIC = (*_STATIC, "return_logprobs", "best_only")
 
 
-@functools.partial(CompilerOptionsJit, static_argnames=_BEAM_STATIC, compiler_options=_beam_options)
+@functools.partial(jax.jit, static_argnames=_BEAM_STATIC)
 def beam_decode(
     params,
     source: jnp.ndarray,
@@ -292,8 +266,8 @@ def beam_decode(
     slice taken outside is a program of its own, read or compiled by a fresh process).
     """
     beam_size = options.beam_size
-    slots = first_cache_slots(source.shape[1], max_len)
-    step, cache, _ = decoder(config, params, source, slots, beam_size)
+    plan = decode_plan(source.shape[0] * beam_size, source.shape[1], max_len)
+    step, cache, _ = decoder(config, params, source, plan.slots, beam_size)
     found = beam_search(
         step,
         cache,
@@ -308,8 +282,7 @@ def beam_decode(
         prefix=prefix,
         return_logprobs=return_logprobs,
         reorder=reorder_cache,
-        widen=widen_cache,
-        slots=slots,
+        run=beam_run(plan, widen_cache),
     )
     return tuple(x[:, 0] for x in found) if best_only else found
 

@@ -6,7 +6,7 @@ costs only its share of the step. So lengths are padded up a fixed ladder rather
 the longest sentence:
 
     lengths:  m, 2m, ..., 8m, 10m, 12m, 14m, 16m, 20m, 24m, ...   (m = length_multiple,
-              by default 8 on CPU and 16 elsewhere, cpu_decoding.length_multiple; four
+              by default 8 on CPU and 16 elsewhere, decode_plan.length_multiple; four
               rungs an octave past 8m, each at most 1.25x the one below), cut at the
               model's position limit; sources start at 2m (SHORTEST_SOURCE)
     rows:     the batch size; a last, shorter batch the next power of two below it
@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxtrans.inference import cpu_decoding
+from jaxtrans.inference import decode_plan
 from jaxtrans.inference.ensemble import ModelConfig, member_configs
 from jaxtrans.vocab import PAD_ID
 
@@ -110,10 +110,10 @@ def length_batches(
     exist only up to config.max_len, so there longer sources are cut and outputs capped
     (a prefix's tokens past the cap are never emitted). A batch whose sentences have no
     prefix tokens gets prefix None. length_multiple None: the platform's
-    (cpu_decoding.length_multiple: 8 on CPU, 16 elsewhere). row_multiple: every batch's
+    (decode_plan.length_multiple: 8 on CPU, 16 elsewhere). row_multiple: every batch's
     rows a multiple of it (batch_rows), for batches split over that many devices."""
     if length_multiple is None:
-        length_multiple = cpu_decoding.length_multiple()
+        length_multiple = decode_plan.length_multiple()
     limit = position_limit(config)
     sources = [list(s)[:limit] for s in sources]
     prefixes = prefixes or [[] for _ in sources]

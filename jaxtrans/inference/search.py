@@ -19,23 +19,11 @@ A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end
 step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
 the search goes on from the cache the steps built over it.
 
-Greedy search and sampling may also drop finished rows as they go. Given ``narrow`` and
-``stages`` (row counts, decreasing), the loop stops when at most stages[0] rows still run;
-the running rows move first, ``narrow(cache, rows)`` gives the Decoder of those rows (step
-function, cache, and its own narrow), and the search goes on with stages[0] rows until at
-most stages[1] run, and so on; each row's tokens go back to its sentence's place at the
-end. A step's cost grows with its rows, and a batch's sentences end at different steps:
-the last stage decodes the longest sentences alone.
-
-And they may start from a cache of fewer slots than the output's max_len. Given
-``widen`` and ``slots``, the first loop also stops at step ``slots`` (its cache full),
-``widen(cache, max_len)`` gives the same cache with room for max_len tokens, and the
-search goes on as above, narrowed first if at most stages[0] rows still run by then. A
-step attends to every slot of its cache, filled or not, and most sentences end long
-before max_len.
+How the loop is run is the caller's (``run``): one while_loop to the end by default, or
+in stages (staged_search.py: fewer rows, a wider cache), with the same tokens either way.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -49,7 +37,7 @@ StepFn = Callable[[Cache, jnp.ndarray, jnp.ndarray], tuple[jnp.ndarray, Cache]]
 
 class Decoder(NamedTuple):
     """What a search runs: the step function, its starting cache and, where the model can
-    give one, the narrowing of both to fewer rows (None: the rows stay):
+    give one, the same decoder over fewer of its rows (None: the rows stay):
 
         narrow(cache, rows [n] int32) -> the Decoder of rows[0], ..., rows[n - 1] of the
         current rows, with their part of ``cache``
@@ -61,8 +49,6 @@ class Decoder(NamedTuple):
 
 
 Narrow = Callable[[Cache, jnp.ndarray], Decoder]
-# widen(cache, slots) -> the cache with room for ``slots`` tokens, what it holds kept.
-Widen = Callable[[Cache, int], Cache]
 
 
 def allowed_logits(logits: jnp.ndarray, pad_id: int, bos_id: int) -> jnp.ndarray:
@@ -99,95 +85,30 @@ def _most_probable(logits: jnp.ndarray, step: jnp.ndarray, rows: jnp.ndarray) ->
     return argmax(logits)
 
 
-def _token_search(
-    step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
-):
-    """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
-    -> [rows]``, or the prefix's token where it forces one; narrowed to each of ``stages``
-    rows in turn and widened from ``slots`` to max_len (see the module's docstring) where
-    ``narrow`` and ``widen`` are given."""
-    batch = max_lengths.shape[0]
-    pad_id = ids[2]
-    stages = tuple(stages) if narrow is not None else ()
-    previous = (batch, *stages)[: len(stages)]
-    if any(b >= a for a, b in zip(previous, stages, strict=True)) or any(n < 1 for n in stages):
-        raise ValueError(f"stages {stages} must decrease from the {batch} rows and stay above 0")
-    if widen is None or slots is None or slots >= max_len:
-        widen, slots = None, max_len
-    loop = _Loop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len)
-    # The running rows: row r decodes sentence sentences[r].
-    rows = _Rows(jnp.arange(batch, dtype=jnp.int32), jnp.minimum(max_lengths, max_len))
-    state = (
-        jnp.array(0, jnp.int32),
-        jnp.full((batch, max_len), pad_id, jnp.int32),
-        jnp.full((batch,), ids[0], jnp.int32),
-        rows.limits <= 0,
-        cache,
-    )
-    output = jnp.full((batch, max_len), pad_id, jnp.int32)
-    if widen is None:
-        return loop.stages(step_fn, state, rows, narrow, stages, output)
-    # The first loop's cache holds ``slots`` tokens: it stops there at the latest.
-    state = loop.run(stages[0] if stages else 0, step_fn, state, rows, until=slots)
-
-    def widened(state):  # inside the branch that takes it: XLA pads only where it runs
-        i, tokens, last, done, cache = state
-        return i, tokens, last, done, widen(cache, max_len)
-
-    if not stages:
-        return loop.stages(step_fn, widened(state), rows, None, (), output)
-
-    def narrowed_then_widened(state):
-        output_now = output.at[rows.sentences].set(state[1])
-        return loop.narrowed(step_fn, state, rows, narrow, stages, output_now, widen)
-
-    def widened_then_narrowed(state):
-        return loop.stages(step_fn, widened(state), rows, narrow, stages, output)
-
-    done = state[3]
-    few_run = jnp.sum(~done) <= stages[0]
-    return jax.lax.cond(few_run, narrowed_then_widened, widened_then_narrowed, state)
-
-
-class _Rows(NamedTuple):
+class Rows(NamedTuple):
     """The rows a loop runs: sentences[r] is row r's sentence, limits[r] its length limit."""
 
     sentences: jnp.ndarray
     limits: jnp.ndarray
 
-    def take(self, keep: jnp.ndarray) -> "_Rows":
-        return _Rows(self.sentences[keep], self.limits[keep])
+    def take(self, keep: jnp.ndarray) -> "Rows":
+        return Rows(self.sentences[keep], self.limits[keep])
 
 
-class _Loop(NamedTuple):
-    """_token_search's loops: ``run`` steps one stage, ``stages`` runs them all."""
+# A loop's state: (step i, tokens [rows, max_len], last tokens [rows], done [rows], cache).
+LoopState = tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray, Cache]
+
+
+class TokenLoop(NamedTuple):
+    """The token search's loop: ``choose`` picks each row's token from its allowed logits,
+    ``forced`` [batch, max_len] (or None) overrides it where not PAD."""
 
     choose: Callable
     forced: jnp.ndarray | None
     ids: tuple[int, int, int]
     max_len: int
 
-    def stages(self, step_fn, state, rows: _Rows, narrow, stages, output) -> jnp.ndarray:
-        """Steps while more than stages[0] rows run, narrows to those, and so on to the
-        end; the output with every row's tokens at its sentence's place."""
-        state = self.run(stages[0] if stages else 0, step_fn, state, rows)
-        output = output.at[rows.sentences].set(state[1])
-        if not stages:
-            return output
-        return self.narrowed(step_fn, state, rows, narrow, stages, output)
-
-    def narrowed(self, step_fn, state, rows, narrow, stages, output, widen=None):
-        """The rest of the search from ``state``, where at most stages[0] rows run: those
-        first, narrowed to stages[0] rows (their cache widened to max_len by ``widen``)."""
-        i, tokens, last, done, cache = state
-        keep = jnp.argsort(done, stable=True)[: stages[0]].astype(jnp.int32)  # running first
-        step_fn, cache, narrow = narrow(cache, keep)
-        if widen is not None:
-            cache = widen(cache, self.max_len)
-        state = (i, tokens[keep], last[keep], done[keep], cache)
-        return self.stages(step_fn, state, rows.take(keep), narrow, stages[1:], output)
-
-    def run(self, rows_left: int, step_fn, state, rows: _Rows, until: int | None = None):
+    def run(self, rows_left: int, step_fn, state, rows: Rows, until: int | None = None):
         """Steps while more than ``rows_left`` rows run, up to step ``until`` (max_len)."""
         bos_id, eos_id, pad_id = self.ids
         until = self.max_len if until is None else until
@@ -211,6 +132,31 @@ class _Loop(NamedTuple):
         return jax.lax.while_loop(running, step, state)
 
 
+# run(loop, step_fn, state, rows) -> tokens [batch, max_len], each row's at its sentence's
+# place: how the loop's steps are run (staged_search.staged_run; None: one loop to the end).
+Run = Callable[[TokenLoop, StepFn, LoopState, Rows], jnp.ndarray]
+
+
+def _token_search(step_fn, cache, max_lengths, max_len, choose, ids, prefix, run: Run | None):
+    """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
+    -> [rows]``, or the prefix's token where it forces one."""
+    batch = max_lengths.shape[0]
+    pad_id = ids[2]
+    loop = TokenLoop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len)
+    # The running rows: row r decodes sentence sentences[r].
+    rows = Rows(jnp.arange(batch, dtype=jnp.int32), jnp.minimum(max_lengths, max_len))
+    state = (
+        jnp.array(0, jnp.int32),
+        jnp.full((batch, max_len), pad_id, jnp.int32),
+        jnp.full((batch,), ids[0], jnp.int32),
+        rows.limits <= 0,
+        cache,
+    )
+    if run is not None:
+        return run(loop, step_fn, state, rows)
+    return loop.run(0, step_fn, state, rows)[1]
+
+
 def greedy_search(
     step_fn: StepFn,
     cache: Cache,
@@ -221,24 +167,17 @@ def greedy_search(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
-    narrow: Narrow | None = None,
-    stages: Sequence[int] = (),
-    widen: Widen | None = None,
-    slots: int | None = None,
+    run: Run | None = None,
 ) -> jnp.ndarray:
     """The most probable next token at every step, after the forced ``prefix`` if given.
 
     max_lengths [batch]: tokens each row may produce (EOS included, the prefix too); 0
     marks a dummy row. max_len: static length of the output buffer. prefix [batch,
-    prefix_len]: forced tokens, PAD after each row's end. narrow, stages: finished rows
-    dropped; widen, slots: a starting cache of ``slots`` tokens widened to max_len (the
-    module's docstring; the same tokens either way). Returns tokens [batch, max_len] int32.
+    prefix_len]: forced tokens, PAD after each row's end. run: how the loop runs (Run;
+    None: one while_loop). Returns tokens [batch, max_len] int32.
     """
     ids = (bos_id, eos_id, pad_id)
-    return _token_search(
-        step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, narrow, stages,
-        widen, slots,
-    )  # fmt: skip
+    return _token_search(step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, run)
 
 
 def sampling_logits(
@@ -287,18 +226,15 @@ def sample_search(
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
-    narrow: Narrow | None = None,
-    stages: Sequence[int] = (),
-    widen: Widen | None = None,
-    slots: int | None = None,
+    run: Run | None = None,
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
 
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
-    the same keys and inputs give the same tokens. prefix, narrow, stages, widen, slots: as for
-    greedy_search (the draws start after the prefix; a row keeps its key when rows are
-    dropped). Returns tokens [batch, max_len] int32.
+    the same keys and inputs give the same tokens. prefix, run: as for greedy_search (the
+    draws start after the prefix; a row keeps its key, by its sentence, in any stage).
+    Returns tokens [batch, max_len] int32.
     """
     temperature = jnp.asarray(temperature, jnp.float32)
     greedy = temperature <= 0
@@ -310,6 +246,4 @@ def sample_search(
         return jnp.where(greedy, argmax(logits), drawn)
 
     ids = (bos_id, eos_id, pad_id)
-    return _token_search(
-        step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
-    )
+    return _token_search(step_fn, cache, max_lengths, max_len, choose, ids, prefix, run)

@@ -34,12 +34,8 @@ from jaxtrans.nn import (
     padding_mask,
     segment_attention_mask,
 )
-from jaxtrans.nn.attention import MEMORY_CACHE
 from jaxtrans.nn.layers import dense, embedding
 from jaxtrans.vocab import BOS_ID, PAD_ID
-
-# The memory_cache variable that may hold a tied output projection transposed for decoding.
-OUTPUT_KERNEL = "output_kernel"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,23 +226,11 @@ class Transformer(nn.Module):
         y = self.decoder(y, memory, self_mask, cross_mask, target_positions, deterministic)
         if return_hidden:
             return y
-        logits = self._project(y).astype(jnp.float32)
+        logits = self.target_embedding.attend(y) if cfg.tie_output else self.output(y)
+        logits = logits.astype(jnp.float32)
         if cfg.final_logits_bias:
             logits = logits + self.logits_bias.astype(jnp.float32)
         return logits
-
-    def _project(self, y: jnp.ndarray) -> jnp.ndarray:
-        """Decoder output [batch, tgt_len, d_model] -> logits [batch, tgt_len, vocab]."""
-        cfg = self.config
-        if not cfg.tie_output:
-            return self.output(y)
-        if cfg.decode and self.has_variable(MEMORY_CACHE, OUTPUT_KERNEL):
-            # The tied embedding transposed once per decoding call (output_kernel): the
-            # same products, in the layout some kernels read fastest.
-            kernel = self.get_variable(MEMORY_CACHE, OUTPUT_KERNEL)
-            y, kernel = nn.dtypes.promote_dtype(y, kernel, dtype=cfg.compute_dtype)
-            return jnp.dot(y, kernel)
-        return self.target_embedding.attend(y)
 
     def output_projection(self) -> tuple[jnp.ndarray, jnp.ndarray | None]:
         """(kernel [d_model, vocab], bias [vocab] or None) in the parameters' dtype: decode's
@@ -261,12 +245,7 @@ class Transformer(nn.Module):
             params = nn.meta.unbox(self.output.variables["params"])
             return params["kernel"], params["bias"]
         bias = self.logits_bias if cfg.final_logits_bias else None
-        return self.output_kernel(), bias
-
-    def output_kernel(self) -> jnp.ndarray:
-        """The tied output projection as [d_model, vocab], the embedding table transposed;
-        stored as ``memory_cache`` variable OUTPUT_KERNEL, decoding steps read it instead."""
-        return jnp.transpose(self.target_embedding.embedding)
+        return jnp.transpose(self.target_embedding.embedding), bias
 
     def __call__(
         self,

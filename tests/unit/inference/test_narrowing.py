@@ -1,17 +1,17 @@
-"""Greedy search and sampling dropping their finished rows (search.py's narrow and stages):
-the same tokens as the full batch, each row keeping its own memory, cache, key and prefix."""
+"""Greedy search and sampling dropping their finished rows (staged_search.staged_run, a plan's
+stages): the same tokens as the full batch, each row keeping its own memory, cache, key and
+prefix."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tiny_configs import tiny_transformer_config, tiny_translation_models
+from tiny_configs import tiny_translation_models
 
-from jaxtrans.inference import cpu_decoding
+from jaxtrans.inference.decode_plan import DecodePlan
 from jaxtrans.inference.decoding import decoder
-from jaxtrans.inference.length_buckets import length_batches
 from jaxtrans.inference.search import Decoder, greedy_search, row_keys, sample_search
-from jaxtrans.nn.attention_kernels import target_platform
+from jaxtrans.inference.staged_search import staged_run
 from jaxtrans.vocab import EOS_ID, PAD_ID
 
 VOCAB = 13
@@ -41,6 +41,11 @@ def _synthetic(memory: jnp.ndarray, seen: list) -> Decoder:
     return Decoder(step, cache, narrow)
 
 
+def _narrowing(narrow, stages):
+    """The search's run narrowing to ``stages`` rows, its cache never widened."""
+    return staged_run(DecodePlan(MAX_LEN, MAX_LEN, tuple(stages)), narrow, None)
+
+
 def _memory():
     return jnp.asarray(np.random.default_rng(0).permutation(ROWS * 3)[:ROWS], jnp.int32)
 
@@ -51,7 +56,7 @@ def _greedy(stages, max_lengths, prefix=None, seen=None):
     d = _synthetic(memory, seen)
     run = jax.jit(
         lambda: greedy_search(
-            d.step, d.cache, max_lengths, MAX_LEN, narrow=d.narrow, stages=stages, prefix=prefix
+            d.step, d.cache, max_lengths, MAX_LEN, run=_narrowing(d.narrow, stages), prefix=prefix
         )
     )
     return np.asarray(run())
@@ -92,7 +97,7 @@ def test_narrowed_sampling_draws_each_row_with_its_own_key():
         run = jax.jit(
             lambda: sample_search(
                 d.step, d.cache, max_lengths, MAX_LEN, keys, temperature=3.0,
-                narrow=d.narrow, stages=stages,
+                run=_narrowing(d.narrow, stages),
             )
         )  # fmt: skip
         return np.asarray(run())
@@ -121,35 +126,11 @@ def test_a_narrowed_model_or_ensemble_decodes_as_the_full_batch(ensemble):
         @jax.jit
         def run(params):
             d = decoder(config, params, source, MAX_LEN)
-            return greedy_search(
-                d.step, d.cache, max_lengths, MAX_LEN, narrow=d.narrow, stages=stages
-            )
+            run = _narrowing(d.narrow, stages)
+            return greedy_search(d.step, d.cache, max_lengths, MAX_LEN, run=run)
 
         return np.asarray(run(params))
 
     full = greedy(())
     assert len({(t == EOS_ID).argmax() for t in full if (t == EOS_ID).any()}) > 2  # ragged ends
     np.testing.assert_array_equal(greedy((20, 10)), full)
-
-
-def test_cpu_decoders_narrow_to_a_quarter_and_accelerators_never():
-    assert cpu_decoding.narrowing_stages(100) == (25,)
-    assert cpu_decoding.narrowing_stages(500) == (125,)
-    assert cpu_decoding.narrowing_stages(61) == (16,)
-    assert cpu_decoding.narrowing_stages(60) == ()  # FEWEST_NARROWED_ROWS
-    for platform in ("gpu", "tpu"):
-        with target_platform(platform):
-            assert cpu_decoding.narrowing_stages(100) == ()
-
-
-def test_source_lengths_are_bucketed_finer_on_cpu():
-    config = tiny_transformer_config("rope", vocab=11)
-    sources = [[5] * n for n in (17, 3)]
-
-    def source_lengths():
-        common = dict(batch_size=1, max_extra_length=5)
-        return [b.source.shape[1] for b in length_batches(config, sources, None, **common)]
-
-    assert source_lengths() == [24, 16]  # 8 is no rung for sources (SHORTEST_SOURCE)
-    with target_platform("tpu"):
-        assert source_lengths() == [32, 32]

@@ -1,7 +1,7 @@
 """Greedy search, sampling and beam search starting from a short cache and widening it
-(search.py's and beam_search.py's widen and slots, nn.attention.widen_cache): the same
-tokens as a cache of max_len from the start, whether the widening comes before the rows
-narrow or after."""
+(staged_search.staged_run and beam_run with a plan's first slots, nn.attention.widen_cache):
+the same tokens as a cache of max_len from the start, whether the widening comes before the
+rows narrow or after."""
 
 import jax
 import jax.numpy as jnp
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from tiny_configs import tiny_translation_models
 
-from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.beam_search import beam_search
+from jaxtrans.inference.decode_plan import DecodePlan
 from jaxtrans.inference.decoding import decoder
 from jaxtrans.inference.search import Decoder, greedy_search, row_keys, sample_search
+from jaxtrans.inference.staged_search import beam_run, staged_run
 from jaxtrans.nn.attention import (
     CACHE_INDEX,
     CACHED_KEY,
@@ -20,7 +21,6 @@ from jaxtrans.nn.attention import (
     reorder_cache,
     widen_cache,
 )
-from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.vocab import EOS_ID, PAD_ID
 
 VOCAB = 13
@@ -72,12 +72,8 @@ def _widen_slots(cache, slots):
 def _greedy(memory, max_lengths, stages, slots, seen):
     d = _synthetic(memory, seen)
     cache = {CACHED_KEY: jnp.zeros((ROWS, slots), jnp.int32), CACHE_INDEX: jnp.array(0)}
-    run = jax.jit(
-        lambda: greedy_search(
-            d.step, cache, max_lengths, MAX_LEN, narrow=d.narrow, stages=stages,
-            widen=_widen_slots, slots=slots,
-        )
-    )  # fmt: skip
+    staged = staged_run(DecodePlan(MAX_LEN, slots, stages), d.narrow, _widen_slots)
+    run = jax.jit(lambda: greedy_search(d.step, cache, max_lengths, MAX_LEN, run=staged))
     return np.asarray(run())
 
 
@@ -145,7 +141,7 @@ def test_a_model_or_ensemble_decodes_from_a_widened_cache_as_from_a_wide_one(ens
         @jax.jit
         def run(params):
             d = decoder(config, params, source, slots)
-            common = dict(narrow=d.narrow, stages=stages, widen=widen_cache, slots=slots)
+            common = dict(run=staged_run(DecodePlan(MAX_LEN, slots, stages), d.narrow, widen_cache))
             if way == "greedy":
                 return greedy_search(d.step, d.cache, max_lengths, MAX_LEN, **common)
             return sample_search(d.step, d.cache, max_lengths, MAX_LEN, keys, **common)
@@ -181,7 +177,8 @@ def test_beam_search_from_a_widened_cache_finds_the_beams_of_a_wide_one(ensemble
             d = decoder(config, params, source, slots, beams)
             return beam_search(
                 d.step, d.cache, max_lengths, MAX_LEN, beams, 0.6, prefix=jnp.asarray(prefix),
-                return_logprobs=True, reorder=reorder_cache, widen=widen_cache, slots=slots,
+                return_logprobs=True, reorder=reorder_cache,
+                run=beam_run(DecodePlan(MAX_LEN, slots), widen_cache),
             )  # fmt: skip
 
         return [np.asarray(x) for x in run(params)]
@@ -194,12 +191,3 @@ def test_beam_search_from_a_widened_cache_finds_the_beams_of_a_wide_one(ensemble
         np.testing.assert_array_equal(short_tokens, tokens, err_msg=f"{slots} slots")
         np.testing.assert_allclose(short_scores, scores, rtol=1e-6)
         np.testing.assert_allclose(short_logprobs, logprobs, rtol=1e-6)
-
-
-def test_cpu_decoders_start_from_the_source_length_and_accelerators_from_max_len():
-    assert cpu_decoding.first_cache_slots(16, 66) == 24
-    assert cpu_decoding.first_cache_slots(13, 66) == 24
-    assert cpu_decoding.first_cache_slots(32, 40) == 40  # as long as max_len: no widening
-    for platform in ("gpu", "tpu"):
-        with target_platform(platform):
-            assert cpu_decoding.first_cache_slots(16, 66) == 66
