@@ -19,6 +19,9 @@ A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end
 step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
 the search goes on from the cache the steps built over it.
 
+Logits processors (``processors``, logits_processors.py) change each step's logits, given
+the tokens so far (the prefix's included), before the token is chosen.
+
 Greedy search and sampling may also drop finished rows as they go. Given ``narrow`` and
 ``stages`` (row counts, decreasing), the loop stops when at most stages[0] rows still run;
 the running rows move first, ``narrow(cache, rows)`` gives the Decoder of those rows (step
@@ -41,6 +44,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.inference.logits_processors import Processor, processed
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
@@ -100,12 +104,13 @@ def _most_probable(logits: jnp.ndarray, step: jnp.ndarray, rows: jnp.ndarray) ->
 
 
 def _token_search(
-    step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
-):
+    step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots,
+    processors=(),
+):  # fmt: skip
     """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
     -> [rows]``, or the prefix's token where it forces one; narrowed to each of ``stages``
     rows in turn and widened from ``slots`` to max_len (see the module's docstring) where
-    ``narrow`` and ``widen`` are given."""
+    ``narrow`` and ``widen`` are given. The ``processors`` run on the logits before ``choose``."""
     batch = max_lengths.shape[0]
     pad_id = ids[2]
     stages = tuple(stages) if narrow is not None else ()
@@ -114,7 +119,7 @@ def _token_search(
         raise ValueError(f"stages {stages} must decrease from the {batch} rows and stay above 0")
     if widen is None or slots is None or slots >= max_len:
         widen, slots = None, max_len
-    loop = _Loop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len)
+    loop = _Loop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len, tuple(processors))
     # The running rows: row r decodes sentence sentences[r].
     rows = _Rows(jnp.arange(batch, dtype=jnp.int32), jnp.minimum(max_lengths, max_len))
     state = (
@@ -166,6 +171,7 @@ class _Loop(NamedTuple):
     forced: jnp.ndarray | None
     ids: tuple[int, int, int]
     max_len: int
+    processors: tuple[Processor, ...] = ()
 
     def stages(self, step_fn, state, rows: _Rows, narrow, stages, output) -> jnp.ndarray:
         """Steps while more than stages[0] rows run, narrows to those, and so on to the
@@ -200,7 +206,8 @@ class _Loop(NamedTuple):
         def step(state):
             i, tokens, last, done, cache = state
             logits, cache = step_fn(cache, last, i)
-            token = self.choose(allowed_logits(logits, pad_id, bos_id), i, rows.sentences)
+            scores = processed(self.processors, allowed_logits(logits, pad_id, bos_id), tokens, i)
+            token = self.choose(scores, i, rows.sentences)
             if forced is not None:
                 token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
             token = jnp.where(done, pad_id, token)
@@ -225,6 +232,7 @@ def greedy_search(
     stages: Sequence[int] = (),
     widen: Widen | None = None,
     slots: int | None = None,
+    processors: Sequence[Processor] = (),
 ) -> jnp.ndarray:
     """The most probable next token at every step, after the forced ``prefix`` if given.
 
@@ -232,12 +240,14 @@ def greedy_search(
     marks a dummy row. max_len: static length of the output buffer. prefix [batch,
     prefix_len]: forced tokens, PAD after each row's end. narrow, stages: finished rows
     dropped; widen, slots: a starting cache of ``slots`` tokens widened to max_len (the
-    module's docstring; the same tokens either way). Returns tokens [batch, max_len] int32.
+    module's docstring; the same tokens either way). processors: logits processors
+    (logits_processors.py) run on each step's logits, PAD and BOS at -inf, before the argmax.
+    Returns tokens [batch, max_len] int32.
     """
     ids = (bos_id, eos_id, pad_id)
     return _token_search(
         step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, narrow, stages,
-        widen, slots,
+        widen, slots, processors,
     )  # fmt: skip
 
 
@@ -291,6 +301,7 @@ def sample_search(
     stages: Sequence[int] = (),
     widen: Widen | None = None,
     slots: int | None = None,
+    processors: Sequence[Processor] = (),
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
@@ -298,7 +309,9 @@ def sample_search(
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
     the same keys and inputs give the same tokens. prefix, narrow, stages, widen, slots: as for
     greedy_search (the draws start after the prefix; a row keeps its key when rows are
-    dropped). Returns tokens [batch, max_len] int32.
+    dropped). processors: logits processors (logits_processors.py) run on each step's
+    logits before the temperature, top_k and top_p (and before the argmax of temperature 0).
+    Returns tokens [batch, max_len] int32.
     """
     temperature = jnp.asarray(temperature, jnp.float32)
     greedy = temperature <= 0
@@ -311,5 +324,6 @@ def sample_search(
 
     ids = (bos_id, eos_id, pad_id)
     return _token_search(
-        step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots
-    )
+        step_fn, cache, max_lengths, max_len, choose, ids, prefix, narrow, stages, widen, slots,
+        processors,
+    )  # fmt: skip
