@@ -22,8 +22,12 @@ ct2-transformers-converter) gives jaxtrans's translations token for token:
                          stops after K finished hypotheses and may miss a later, better one
                          (faster; docs/benchmarks.md counts how often). With alpha 0 it stops
                          when the best candidate ends, which is exact.
-    repetition_penalty 1, no_repeat_ngram_size 0, disable_unk False, sampling_topk 1: its
-                         defaults, written out: jaxtrans has none of these
+    repetition_penalty,  as jaxtrans's (inference/logits_processors.py) in greedy search:
+    no_repeat_ngram_size both run on the logits there, given the tokens so far. In beam
+                         search CTranslate2 runs them on the logits before its log_softmax,
+                         renormalising what they leave, where jaxtrans (as transformers)
+                         runs them on the log_softmax: refused with beam_size > 1
+    disable_unk False, sampling_topk 1: its defaults, written out: jaxtrans has neither
 """
 
 from collections.abc import Sequence
@@ -40,9 +44,16 @@ def search_options(
     penalty_form: str,
     max_length: int,
     patience: float | None = None,
+    repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> dict[str, Any]:
     """The translate_batch keyword arguments of one search (see the module doc); patience
     None: the exact search (max_length when alpha > 0), else CTranslate2's own."""
+    if beam_size > 1 and (repetition_penalty != 1.0 or no_repeat_ngram_size):
+        raise UserError(
+            "repetition_penalty / no_repeat_ngram_size with beam_size > 1: CTranslate2 "
+            "renormalises the processed logits, jaxtrans does not; compare greedy search"
+        )
     if penalty_form not in PENALTY_FORMS:
         raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
     if penalty_form == "gnmt" and alpha and beam_size > 1:
@@ -59,8 +70,8 @@ def search_options(
         "return_end_token": True,
         "max_decoding_length": int(max_length),
         "min_decoding_length": 0,
-        "repetition_penalty": 1.0,
-        "no_repeat_ngram_size": 0,
+        "repetition_penalty": float(repetition_penalty),
+        "no_repeat_ngram_size": int(no_repeat_ngram_size),
         "disable_unk": False,
         "sampling_topk": 1,
         "max_input_length": 0,
@@ -84,6 +95,8 @@ def translate_tokens(
     batch_size: int = 64,
     patience: float | None = None,
     end_token: str = EOS_PIECE,
+    repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> list[list[str]]:
     """Translate source token lists with a ``ctranslate2.Translator`` as jaxtrans would:
     the best hypothesis of each, ``end_token`` dropped, in the input order.
@@ -91,14 +104,18 @@ def translate_tokens(
     sources_end_with_eos: False for a --format ctranslate2 model (pieces as SentencePiece
     cuts them; the model appends </s>), True for a Marian model (MarianTokenizer's tokens,
     </s> included). position_limit: a model whose position table ends (learned positions,
-    a Marian export's max_position_embeddings) caps every limit there."""
+    a Marian export's max_position_embeddings) caps every limit there. repetition_penalty,
+    no_repeat_ngram_size: as jaxtrans's, greedy search only (search_options)."""
     limits = [len(s) + (not sources_end_with_eos) + max_extra_length for s in sources]
     if position_limit is not None:
         limits = [min(limit, position_limit) for limit in limits]
     results: list[list[str]] = [[] for _ in sources]
     for limit in sorted(set(limits)):
         chosen = [i for i, n in enumerate(limits) if n == limit]
-        options = search_options(beam_size, alpha, penalty_form, limit, patience)
+        options = search_options(
+            beam_size, alpha, penalty_form, limit, patience, repetition_penalty,
+            no_repeat_ngram_size,
+        )  # fmt: skip
         for start in range(0, len(chosen), batch_size):
             rows = chosen[start : start + batch_size]
             batch = [list(sources[i]) for i in rows]

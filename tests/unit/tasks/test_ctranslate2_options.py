@@ -10,7 +10,7 @@ from jaxtrans.tasks.translation.ctranslate2_decoding import search_options
 def test_the_length_penalty_is_hf_alpha_counting_the_end_token():
     options = search_options(beam_size=4, alpha=0.6, penalty_form="hf", max_length=40)
     assert options["length_penalty"] == 0.6 and options["return_end_token"] is True
-    # jaxtrans may end at once and has no repetition penalties.
+    # jaxtrans may end at once; no logits processors unless asked.
     assert options["min_decoding_length"] == 0 and options["max_decoding_length"] == 40
     assert options["repetition_penalty"] == 1.0 and options["no_repeat_ngram_size"] == 0
 
@@ -35,3 +35,13 @@ def test_the_gnmt_penalty_is_refused_where_it_would_change_the_search():
 def test_an_unknown_penalty_form_is_a_user_error():
     with pytest.raises(UserError, match="penalty_form='nope'"):
         search_options(4, 0.6, "nope", 40)
+
+
+def test_logits_processors_are_passed_on_in_greedy_search_and_refused_in_beam_search():
+    greedy = search_options(1, 0.0, "hf", 40, repetition_penalty=1.3, no_repeat_ngram_size=2)
+    assert greedy["repetition_penalty"] == 1.3 and greedy["no_repeat_ngram_size"] == 2
+    # CTranslate2's beam search renormalises the processed logits; jaxtrans's does not.
+    for settings in (dict(repetition_penalty=1.3), dict(no_repeat_ngram_size=2)):
+        with pytest.raises(UserError, match="renormalises") as error:
+            search_options(4, 0.6, "hf", 40, **settings)
+        assert "\n" not in str(error.value)
