@@ -177,7 +177,7 @@ def beam_row(spec: dict) -> dict:
     import numpy as np
     from flax import linen as nn
 
-    from jaxtrans.inference import translate_ids
+    from jaxtrans.inference import SearchOptions, translate_ids
     from jaxtrans.tasks import compile_task
 
     task = compile_task(loop_step.run_config(spec["config"], spec["overrides"]))
@@ -188,10 +188,10 @@ def beam_row(spec: dict) -> dict:
         [int(i) for i in rng.integers(7, vocab, rng.integers(10, 41))] + [1]  # EOS id 1
         for _ in range(spec["sentences"])
     ]
-    settings = dict(batch_size=128, beam_size=4, alpha=0.6, max_extra_length=50)
-    translate_ids(task.model_config, params, sources, **settings)  # compiles each bucket
+    options = SearchOptions(batch_size=128)  # beam 4, alpha 0.6, max_extra_length 50
+    translate_ids(task.model_config, params, sources, options)  # compiles each bucket
     start = time.perf_counter()
-    hypotheses = translate_ids(task.model_config, params, sources, **settings)
+    hypotheses = translate_ids(task.model_config, params, sources, options)
     seconds = time.perf_counter() - start
     return {
         "sentences/s": len(sources) / seconds,

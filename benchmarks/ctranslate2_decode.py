@@ -87,6 +87,7 @@ def timed_calls(run, warm_calls: int) -> dict:
 
 def jaxtrans_child(job: dict, beam: int) -> dict:
     import jaxtrans
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.inference.translate import translate_ids
     from jaxtrans.vocab import EOS_ID
 
@@ -96,11 +97,11 @@ def jaxtrans_child(job: dict, beam: int) -> dict:
     ids = [[*task.tokenizer.encode_source(s), EOS_ID] for s in job["sentences"]]
 
     def run():
-        hypotheses = translate_ids(
-            task.model_config, translator.params, ids, beam_size=beam, alpha=job["alpha"],
-            max_extra_length=job["max_extra_length"], batch_size=job["batch_size"],
-            penalty_form="hf",
+        options = SearchOptions(
+            beam_size=beam, alpha=job["alpha"], max_extra_length=job["max_extra_length"],
+            batch_size=job["batch_size"], penalty_form="hf",
         )  # fmt: skip
+        hypotheses = translate_ids(task.model_config, translator.params, ids, options)
         return [[target.id_to_piece(i) for i in h] for h in hypotheses]
 
     return timed_calls(run, job["warm_calls"])

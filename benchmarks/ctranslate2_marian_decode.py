@@ -100,6 +100,7 @@ def jaxtrans_run(args, vocab: int):
     import numpy as np
 
     from jaxtrans.inference.decoding import generate
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids
 
     config, params = from_huggingface(args.model)
@@ -109,10 +110,8 @@ def jaxtrans_run(args, vocab: int):
     to_marian = np.argsort(to_model)
 
     def run():
-        tokens = generate(
-            params, source, lengths, ALPHA, config=config, max_len=args.length,
-            beam_size=args.beam, penalty_form="hf",
-        )  # fmt: skip
+        options = SearchOptions(beam_size=args.beam, alpha=ALPHA, penalty_form="hf")
+        tokens = generate(params, source, lengths, options, config=config, max_len=args.length)
         return to_marian[np.asarray(tokens)].tolist()
 
     return run
@@ -189,6 +188,7 @@ def profile(args) -> None:
     import jax.numpy as jnp
 
     from jaxtrans.inference.decoding import beam_decode, greedy_decode
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.models.marian.marian_from_huggingface import from_huggingface
 
     args.model = os.path.join(tempfile.mkdtemp(prefix="ct2-marian-profile-"), "model")
@@ -204,11 +204,9 @@ def profile(args) -> None:
         source = jnp.zeros((args.sentences, args.source_length), jnp.int32)
         lengths = jnp.full((args.sentences,), args.length, jnp.int32)
         common = dict(config=config, max_len=args.length)
-        if beam == 1:
-            lowered = greedy_decode.lower(params, source, lengths, **common)
-        else:
-            lowered = beam_decode.lower(params, source, lengths, ALPHA, beam_size=beam,
-                                        penalty_form="hf", **common)  # fmt: skip
+        options = SearchOptions(beam_size=beam, alpha=ALPHA, penalty_form="hf")
+        decode = greedy_decode if beam == 1 else beam_decode
+        lowered = decode.lower(params, source, lengths, options, **common)
         kinds = op_kinds(lowered.compile().as_text())
         with tempfile.TemporaryDirectory() as directory:
             with jax.profiler.trace(directory):

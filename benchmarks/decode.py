@@ -36,6 +36,7 @@ import steps
 
 from jaxtrans.data.reserved_pieces import BOS_ID, PAD_ID
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.models import Transformer
 
 NO_EOS = -1  # an id the argmax never returns: every row runs to its length
@@ -142,7 +143,7 @@ def main() -> int:
             greedy_decode(params, source, lengths, **common)
         ),
         "jaxtrans beam 4 (cache)": lambda: np.asarray(
-            beam_decode(params, source, lengths, 0.6, beam_size=4, **common)[0]
+            beam_decode(params, source, lengths, SearchOptions(beam_size=4), **common)[0]
         ),
     }
     outputs, times = {}, {name: [] for name in runners}

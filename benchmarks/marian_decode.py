@@ -87,6 +87,7 @@ def jaxtrans_child(args, vocab: int) -> dict:
     import numpy as np
 
     from jaxtrans.inference.decoding import generate
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids
 
     config, params = from_huggingface(args.model)
@@ -95,10 +96,8 @@ def jaxtrans_child(args, vocab: int) -> dict:
     lengths = jnp.full((args.sentences,), args.length, jnp.int32)
 
     def run():
-        tokens = generate(
-            params, source, lengths, 1.0, config=config, max_len=args.length,
-            beam_size=args.beam, penalty_form="hf",
-        )  # fmt: skip
+        options = SearchOptions(beam_size=args.beam, alpha=1.0, penalty_form="hf")
+        tokens = generate(params, source, lengths, options, config=config, max_len=args.length)
         return np.asarray(tokens)
 
     timed = first_and_second_call(run)

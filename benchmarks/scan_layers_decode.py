@@ -22,6 +22,7 @@ import steps
 from decode import NO_EOS
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.models import Transformer
 from jaxtrans.models.layer_stacks import arrange_layers
 
@@ -57,7 +58,7 @@ def main() -> int:
             greedy_decode(p, source, lengths, **c)
         )
         runners[f"beam 4, layers {layers}"] = lambda p=p, c=common: np.asarray(
-            beam_decode(p, source, lengths, 0.6, beam_size=4, **c)[0]
+            beam_decode(p, source, lengths, SearchOptions(beam_size=4), **c)[0]
         )
     for name, run in runners.items():
         start = time.perf_counter()

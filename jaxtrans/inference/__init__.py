@@ -1,5 +1,6 @@
 """Inference: cached decoding, greedy and beam search, translation, BLEU and reports.
 
+options.py    SearchOptions: every decoding setting in one frozen object (a pytree)
 decoding.py   encode once, one cached decoder step per token (greedy_decode, beam_decode)
 stored_decoders.py  jax.jit whose traced decoders are kept on disk for the next process
 ensemble.py   several models decoding as one: the mean of their probabilities at each step
@@ -18,6 +19,7 @@ from jaxtrans.inference.beam_search import beam_search, length_penalty
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.decoding import beam_decode, generate, greedy_decode
 from jaxtrans.inference.nbest import Hypothesis, nbest_ids, translate_nbest
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.report import evaluate_translations, translate_and_score
 from jaxtrans.inference.search import greedy_search
 from jaxtrans.inference.translate import translate, translate_ids
@@ -25,6 +27,7 @@ from jaxtrans.inference.translate import translate, translate_ids
 __all__ = [
     "CorpusScores",
     "Hypothesis",
+    "SearchOptions",
     "beam_decode",
     "beam_search",
     "corpus_scores",

@@ -9,19 +9,15 @@ on the prefix and counts the prefix tokens' log-probabilities in the score.
 """
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
 
 from jaxtrans.inference.logits_processors import Processor, processed
+from jaxtrans.inference.options import PENALTY_FORMS, PenaltyForm
 from jaxtrans.inference.search import Cache, StepFn, Widen, allowed_logits, forced_tokens
 from jaxtrans.inference.top_tokens import log_softmax_top_k, top_k
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
-
-# How beam search normalises a finished hypothesis' log-probability by its length.
-PenaltyForm = Literal["gnmt", "hf"]
-PENALTY_FORMS = ("gnmt", "hf")
 
 
 def length_penalty(

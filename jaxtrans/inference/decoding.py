@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.inference.beam_search import PenaltyForm, beam_search, gather_rows, tile_beams
+from jaxtrans.inference.beam_search import beam_search, gather_rows, tile_beams
 from jaxtrans.inference.cpu_decoding import (
     compiler_options,
     first_cache_slots,
@@ -27,6 +27,7 @@ from jaxtrans.inference.cpu_decoding import (
     transposed_output,
 )
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
+from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer, TransformerConfig
@@ -167,16 +168,23 @@ def decoder(
 _STATIC = ("config", "max_len", "bos_id", "eos_id", "pad_id")
 
 
-def _options(arguments: dict) -> dict | None:
-    """The compiler options of a decoder call (cpu_decoding.compiler_options by its rows)."""
-    return compiler_options(arguments["source"].shape[0] * arguments.get("beam_size", 1))
+def _rows_options(arguments: dict) -> dict | None:
+    """The compiler options of a greedy or sampling call (cpu_decoding.compiler_options by
+    its rows)."""
+    return compiler_options(arguments["source"].shape[0])
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
+def _beam_options(arguments: dict) -> dict | None:
+    """The compiler options of a beam search call: its rows are batch * beam_size."""
+    return compiler_options(arguments["source"].shape[0] * arguments["options"].beam_size)
+
+
+@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_rows_options)
 def greedy_decode(
     params,
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     config: ModelConfig,
     max_len: int,
@@ -188,9 +196,10 @@ def greedy_decode(
     """Greedy translation of source [batch, src_len] (PAD after the end).
 
     max_lengths [batch]: output tokens allowed per row, EOS and prefix included (0: a
-    dummy row); max_len: static output length; prefix [batch, prefix_len]: forced first
-    tokens, PAD after each row's end (search.greedy_search). Returns tokens
-    [batch, max_len] int32, PAD after EOS.
+    dummy row); options: the search's settings (a pytree: its static part shapes the
+    program, its numbers are traced; options.SearchOptions); max_len: static output
+    length; prefix [batch, prefix_len]: forced first tokens, PAD after each row's end
+    (search.greedy_search). Returns tokens [batch, max_len] int32, PAD after EOS.
     """
     slots = first_cache_slots(source.shape[1], max_len)
     step, cache, narrow = decoder(config, params, source, slots)
@@ -210,15 +219,13 @@ def greedy_decode(
     )
 
 
-@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_options)
+@functools.partial(StoredJit, static_argnames=_STATIC, compiler_options=_rows_options)
 def sample_decode(
     params,
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
     keys: jnp.ndarray,
-    temperature: float | jnp.ndarray = 1.0,
-    top_k: int | jnp.ndarray = 0,
-    top_p: float | jnp.ndarray = 1.0,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     config: ModelConfig,
     max_len: int,
@@ -228,8 +235,9 @@ def sample_decode(
     prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """Sampled translation (search.sample_search); arguments as greedy_decode, keys [batch]
-    a PRNG key per row (search.row_keys). temperature, top_k and top_p are traced: one
-    compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after EOS.
+    a PRNG key per row (search.row_keys). options' temperature, top_k and top_p are traced:
+    one compilation serves every setting. Returns tokens [batch, max_len] int32, PAD after
+    EOS.
     """
     slots = first_cache_slots(source.shape[1], max_len)
     step, cache, narrow = decoder(config, params, source, slots)
@@ -239,9 +247,9 @@ def sample_decode(
         max_lengths,
         max_len,
         keys,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
+        temperature=options.temperature,
+        top_k=options.top_k,
+        top_p=options.top_p,
         bos_id=bos_id,
         eos_id=eos_id,
         pad_id=pad_id,
@@ -253,37 +261,37 @@ def sample_decode(
     )
 
 
-_BEAM_STATIC = (*_STATIC, "beam_size", "penalty_form", "return_logprobs", "best_only")
+_BEAM_STATIC = (*_STATIC, "return_logprobs", "best_only")
 
 
-@functools.partial(StoredJit, static_argnames=_BEAM_STATIC, compiler_options=_options)
+@functools.partial(StoredJit, static_argnames=_BEAM_STATIC, compiler_options=_beam_options)
 def beam_decode(
     params,
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
-    alpha: float | jnp.ndarray = 0.6,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     config: ModelConfig,
     max_len: int,
-    beam_size: int = 4,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
-    penalty_form: PenaltyForm = "gnmt",
     prefix: jnp.ndarray | None = None,
     return_logprobs: bool = False,
     best_only: bool = False,
 ) -> tuple[jnp.ndarray, ...]:
-    """Beam search translation; arguments as greedy_decode, alpha the length penalty's
-    exponent, penalty_form its formula: "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha
-    (beam_search.length_penalty). prefix [batch, prefix_len]: one per sentence, carried by
-    every beam, its log-probabilities counted in the scores (beam_search.beam_search).
+    """Beam search translation; arguments as greedy_decode. options.beam_size beams;
+    options.alpha the length penalty's exponent (traced), options.penalty_form its formula:
+    "gnmt" ((5 + len) / 6) ** alpha or "hf" len ** alpha (beam_search.length_penalty).
+    prefix [batch, prefix_len]: one per sentence, carried by every beam, its
+    log-probabilities counted in the scores (beam_search.beam_search).
 
     Returns tokens [batch, beam_size, max_len] and scores [batch, beam_size], best first;
     with return_logprobs also their summed log-probabilities [batch, beam_size]; with
     best_only the best's alone, each without its beam axis (taken inside the program: a
     slice taken outside is a program of its own, read or compiled by a fresh process).
     """
+    beam_size = options.beam_size
     slots = first_cache_slots(source.shape[1], max_len)
     step, cache, _ = decoder(config, params, source, slots, beam_size)
     found = beam_search(
@@ -292,11 +300,11 @@ def beam_decode(
         max_lengths,
         max_len,
         beam_size,
-        alpha,
+        options.alpha,
         bos_id=bos_id,
         eos_id=eos_id,
         pad_id=pad_id,
-        penalty_form=penalty_form,
+        penalty_form=options.penalty_form,
         prefix=prefix,
         return_logprobs=return_logprobs,
         reorder=reorder_cache,
@@ -310,34 +318,33 @@ def generate(
     params,
     source: jnp.ndarray,
     max_lengths: jnp.ndarray,
-    alpha: float = 0.6,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     config: ModelConfig,
     max_len: int,
-    beam_size: int = 4,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
-    penalty_form: PenaltyForm = "gnmt",
     keys: jnp.ndarray | None = None,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
     prefix: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
-    """Best translation per row: greedy for beam_size 1, else the top beam; or, given keys
-    [batch] (a PRNG key per row), a sample (sample_decode; temperature 0: greedy). Each
-    starts with its row of the forced ``prefix`` where given.
+    """Best translation per row: with options.sampling a sample (sample_decode, keys
+    [batch] a PRNG key per row; temperature 0: greedy); else greedy for beam_size 1 and
+    the top beam otherwise. Each starts with its row of the forced ``prefix`` where given.
 
     Arguments as beam_decode; returns tokens [batch, max_len] int32, PAD after EOS.
     """
     common = dict(
         config=config, max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, prefix=prefix
     )
-    if keys is not None and temperature > 0:
-        return sample_decode(params, source, max_lengths, keys, temperature, top_k, top_p, **common)
-    if beam_size == 1 or keys is not None:
-        return greedy_decode(params, source, max_lengths, **common)
-    beam = dict(beam_size=beam_size, penalty_form=penalty_form)
-    tokens, _ = beam_decode(params, source, max_lengths, alpha, **beam, **common, best_only=True)
+    options = options.for_decoder()
+    if options.sampling:
+        if keys is None:
+            raise ValueError("sampling needs keys: a PRNG key per row (search.row_keys)")
+        if options.temperature > 0:
+            return sample_decode(params, source, max_lengths, keys, options, **common)
+        return greedy_decode(params, source, max_lengths, options, **common)
+    if options.beam_size == 1:
+        return greedy_decode(params, source, max_lengths, options, **common)
+    tokens, _ = beam_decode(params, source, max_lengths, options, **common, best_only=True)
     return tokens

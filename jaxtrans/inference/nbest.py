@@ -19,14 +19,13 @@ import jax
 import numpy as np
 
 from jaxtrans.errors import UserError
-from jaxtrans.inference.beam_search import PenaltyForm
 from jaxtrans.inference.decoding import beam_decode
 from jaxtrans.inference.ensemble import ModelConfig
 from jaxtrans.inference.length_buckets import LengthBatch, decoded_batches, length_batches
+from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.translate import (
     TranslationTokenizer,
     check_prefixes,
-    check_search,
     decoding_params,
     hypothesis_ids,
     target_prefixes,
@@ -80,26 +79,22 @@ def nbest_ids(
     params,
     sources: Sequence[Sequence[int]],
     nbest: int,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
-    batch_size: int = 64,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    length_multiple: int | None = None,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
-    penalty_form: PenaltyForm = "gnmt",
     prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[ScoredIds]]:
     """Source id lists (EOS included) -> the nbest best hypotheses of each, best first.
 
-    The settings are translate_ids' (beam search only; beam_size >= nbest, beam_size 1
-    being beam search with one beam, which is greedy search); prefixes: forced target ids,
-    one list a sentence, carried by every beam and counted in the scores.
+    ``options`` as translate_ids' (beam search only, its sampling settings unused;
+    beam_size >= nbest, beam_size 1 being beam search with one beam, which is greedy
+    search); prefixes: forced target ids, one list a sentence, carried by every beam and
+    counted in the scores.
     """
-    check_search(batch_size, beam_size, alpha, max_extra_length, length_multiple, penalty_form)
-    check_nbest(nbest, beam_size)
+    options.check()
+    check_nbest(nbest, options.beam_size)
     check_prefixes(prefixes, len(sources), (pad_id, bos_id, eos_id))
     config, params = decoding_params(config, params)
     lists: list[list[ScoredIds]] = [[] for _ in sources]
@@ -107,25 +102,24 @@ def nbest_ids(
         config,
         sources,
         prefixes,
-        batch_size=batch_size,
-        max_extra_length=max_extra_length,
-        length_multiple=length_multiple,
+        batch_size=options.batch_size,
+        max_extra_length=options.max_extra_length,
+        length_multiple=options.length_multiple,
         pad_id=pad_id,
     )
+    decoder_options = options.for_decoder()
 
     def decode(batch: LengthBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
         return beam_decode(
             params,
             batch.source,
             batch.max_lengths,
-            alpha,
+            decoder_options,
             config=config,
             max_len=batch.max_len,
-            beam_size=beam_size,
             bos_id=bos_id,
             eos_id=eos_id,
             pad_id=pad_id,
-            penalty_form=penalty_form,
             prefix=batch.prefix,
             return_logprobs=True,
         )
@@ -142,29 +136,19 @@ def translate_nbest(
     tokenizer: TranslationTokenizer,
     sentences: Sequence[str],
     nbest: int,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
-    batch_size: int = 64,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    length_multiple: int | None = None,
-    penalty_form: PenaltyForm = "gnmt",
     prefix: str | Sequence[str] | None = None,
 ) -> list[list[Hypothesis]]:
     """Source sentences -> the nbest best translations of each, best first, in the input
-    order; tokenised, decoded and prefixed as by translate()."""
+    order; tokenised, decoded (``options``, nbest_ids) and prefixed as by translate()."""
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     lists = nbest_ids(
         config,
         params,
         sources,
         nbest,
-        batch_size=batch_size,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-        length_multiple=length_multiple,
-        penalty_form=penalty_form,
+        options,
         prefixes=target_prefixes(tokenizer, prefix, len(sentences)),
     )
     return [

@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
 
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert.bert_model import BertConfig, BertModel
@@ -309,11 +310,13 @@ def plot_attention(
         config,
         params,
         [source_ids],
-        batch_size=1,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-        penalty_form=penalty_form,
+        SearchOptions(
+            batch_size=1,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            penalty_form=penalty_form,
+        ),
     )
     target_in = [BOS_ID, *hypothesis]
     weights = translation_attention(config, params, source_ids, target_in)

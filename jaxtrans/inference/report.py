@@ -21,6 +21,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.ensemble import ModelConfig
 from jaxtrans.inference.nbest import Hypothesis, nbest_json, translate_nbest
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import TranslationTokenizer, translate
 
 
@@ -110,20 +111,17 @@ def _translate_pairs(
     if not pairs:
         raise UserError("there are no sentence pairs to evaluate")
     sources = [source for source, _ in pairs]
+    rows = decoding.pop("rows", None)
+    options = SearchOptions(**decoding)
     start = time.perf_counter()
     if not nbest:
-        hypotheses = translate(config, params, tokenizer, sources, **decoding)
+        hypotheses = translate(config, params, tokenizer, sources, options, rows=rows)
         return hypotheses, None, time.perf_counter() - start
-    if decoding.get("rows") is not None:
+    if rows is not None:
         raise UserError("n-best lists are decoded on one device; give no rows sharding")
-    search = {k: v for k, v in decoding.items() if k not in (*_SAMPLING, "rows")}
-    lists = translate_nbest(config, params, tokenizer, sources, nbest, **search)
+    lists = translate_nbest(config, params, tokenizer, sources, nbest, options)
     hypotheses = [listed[0].text if listed else "" for listed in lists]
     return hypotheses, lists, time.perf_counter() - start
-
-
-# translate()'s sampling settings, which an n-best list (drawn from the beam) has not.
-_SAMPLING = ("sampling", "temperature", "top_k", "top_p", "seed")
 
 
 def translate_and_score(

@@ -31,10 +31,10 @@ from jax.experimental import multihost_utils
 from jax.sharding import Sharding
 
 from jaxtrans.errors import UserError
-from jaxtrans.inference.beam_search import PENALTY_FORMS, PenaltyForm
 from jaxtrans.inference.decoding import generate
 from jaxtrans.inference.ensemble import ModelConfig, is_ensemble, members
 from jaxtrans.inference.length_buckets import LengthBatch, decoded_batches, length_batches
+from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.search import row_keys
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -59,38 +59,6 @@ def hypothesis_ids(tokens: np.ndarray, eos_id: int = EOS_ID, pad_id: int = PAD_I
         if t != pad_id:
             out.append(t)
     return out
-
-
-def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
-    """UserError unless temperature >= 0, top_k a whole number >= 0 and 0 < top_p <= 1."""
-    if not temperature >= 0:
-        raise UserError(f"temperature={temperature}: must be >= 0 (0: greedy)")
-    if isinstance(top_k, bool) or not float(top_k).is_integer() or top_k < 0:
-        raise UserError(f"top_k={top_k}: must be a whole number >= 0 (0: all tokens)")
-    if not 0 < top_p <= 1:
-        raise UserError(f"top_p={top_p}: must be in (0, 1] (1.0: all tokens)")
-
-
-def check_search(
-    batch_size: int,
-    beam_size: int,
-    alpha: float,
-    max_extra_length: int,
-    length_multiple: int | None,
-    penalty_form: str,
-) -> None:
-    """UserError unless the search's sizes are at least 1, alpha >= 0 and penalty_form is
-    one of PENALTY_FORMS."""
-    multiple = 1 if length_multiple is None else length_multiple
-    if batch_size < 1 or beam_size < 1 or max_extra_length < 1 or multiple < 1:
-        raise UserError(
-            f"batch_size={batch_size}, beam_size={beam_size}, max_extra_length="
-            f"{max_extra_length}, length_multiple={length_multiple}: each must be at least 1"
-        )
-    if alpha < 0:
-        raise UserError(f"alpha={alpha}: the length penalty exponent must be >= 0")
-    if penalty_form not in PENALTY_FORMS:
-        raise UserError(f"penalty_form={penalty_form!r}: use one of {', '.join(PENALTY_FORMS)}")
 
 
 def check_prefixes(
@@ -171,46 +139,35 @@ def translate_ids(
     config: ModelConfig,
     params,
     sources: Sequence[Sequence[int]],
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
-    batch_size: int = 64,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    length_multiple: int | None = None,
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
     pad_id: int = PAD_ID,
-    penalty_form: PenaltyForm = "gnmt",
-    sampling: bool = False,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
     prefixes: Sequence[Sequence[int]] | None = None,
     rows: Sharding | None = None,
 ) -> list[list[int]]:
-    """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed).
+    """Source id lists (EOS included) -> hypothesis id lists (EOS and PAD removed), decoded
+    as ``options`` say (options.SearchOptions; checked first, a UserError where unusable).
 
-    A hypothesis has at most len(source) + max_extra_length tokens, EOS included (plus its
-    prefix's). penalty_form: beam search's length penalty, "gnmt" ((5 + len) / 6) ** alpha
-    or "hf" len ** alpha (as Hugging Face's length_penalty=alpha).
+    A hypothesis has at most len(source) + options.max_extra_length tokens, EOS included
+    (plus its prefix's). options.penalty_form: beam search's length penalty, "gnmt"
+    ((5 + len) / 6) ** alpha or "hf" len ** alpha (as Hugging Face's length_penalty=alpha).
 
-    sampling: draw each token (search.sample_search: temperature, then top_k, then top_p;
-    temperature 0 is greedy) instead of searching; beam_size is then not used. Sentence i
-    samples with the key fold_in(key(seed), i): the same seed and sources give the same
-    output, whatever the batch size.
+    options.sampling: draw each token (search.sample_search: temperature, then top_k, then
+    top_p; temperature 0 is greedy) instead of searching; beam_size is then not used.
+    Sentence i samples with the key fold_in(key(seed), i): the same seed and sources give
+    the same output, whatever the batch size.
 
     prefixes: forced target ids, one list a sentence (none of them PAD, BOS or EOS; [] for
     none): each hypothesis starts with its prefix, in greedy search, beam search (every
     beam carries it) and sampling alike.
 
     rows: decode over the devices of this sharding of a batch's rows (the module's
-    docstring), batch_size rows a part; None: one device. Every process must call with
-    the same sources and settings.
+    docstring), options.batch_size rows a part; None: one device. Every process must call
+    with the same sources and settings.
     """
-    check_search(batch_size, beam_size, alpha, max_extra_length, length_multiple, penalty_form)
-    if sampling:
-        check_sampling(temperature, top_k, top_p)
+    options.check()
     check_prefixes(prefixes, len(sources), (pad_id, bos_id, eos_id))
     config, params = decoding_params(config, params, placed=rows is not None)
     parts = 1 if rows is None else row_parts(rows)
@@ -219,44 +176,34 @@ def translate_ids(
         config,
         sources,
         prefixes,
-        batch_size=batch_size * parts,
-        max_extra_length=max_extra_length,
-        length_multiple=length_multiple,
+        batch_size=options.batch_size * parts,
+        max_extra_length=options.max_extra_length,
+        length_multiple=options.length_multiple,
         pad_id=pad_id,
         row_multiple=parts,
     )
     place = (lambda x: x) if rows is None else (lambda x: place_rows(x, rows))  # noqa: E731
+    ids = dict(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
 
     def decode(batch: LengthBatch) -> jax.Array:
-        sample = {}
-        if sampling:
+        keys = None
+        if options.sampling:
             # Dummy rows get numbers of their own, past the sentences'.
-            rows = len(batch.max_lengths)
-            numbers = np.arange(len(sources), len(sources) + rows, dtype=np.int32)
+            count = len(batch.max_lengths)
+            numbers = np.arange(len(sources), len(sources) + count, dtype=np.int32)
             numbers[: len(batch.indices)] = batch.indices
-            sample = dict(
-                keys=row_keys(seed, numbers),
-                temperature=float(temperature),
-                top_k=int(top_k),
-                top_p=float(top_p),
-            )
-        if sample:
-            sample["keys"] = place(sample["keys"])
+            keys = place(row_keys(options.seed, numbers))
         prefix = None if batch.prefix is None else place(batch.prefix)
         return generate(
             params,
             place(batch.source),
             place(batch.max_lengths),
-            alpha,
+            options,
             config=config,
             max_len=batch.max_len,
-            beam_size=beam_size,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            pad_id=pad_id,
-            penalty_form=penalty_form,
+            keys=keys,
             prefix=prefix,
-            **sample,
+            **ids,
         )
 
     read = np.asarray if rows is None else gather_rows
@@ -271,46 +218,24 @@ def translate(
     params,
     tokenizer: TranslationTokenizer,
     sentences: Sequence[str],
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
-    batch_size: int = 64,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    length_multiple: int | None = None,
-    penalty_form: PenaltyForm = "gnmt",
-    sampling: bool = False,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
     prefix: str | Sequence[str] | None = None,
     rows: Sharding | None = None,
 ) -> list[str]:
     """Source sentences -> translations, in the input order.
 
-    Sources are tokenised as in training (``encode_source`` ids + EOS). beam_size 1 is
-    greedy search; alpha is the length-penalty exponent of beam search, penalty_form its
-    formula ("gnmt" or "hf", see translate_ids). sampling draws the tokens instead
-    (temperature, top_k, top_p, seed: see translate_ids). prefix: the text every
-    translation starts with (one for all, or a list of one a sentence; "" for none),
-    tokenised by ``encode_target``. rows: decode over several devices (translate_ids).
+    Sources are tokenised as in training (``encode_source`` ids + EOS) and decoded as
+    ``options`` say (translate_ids). prefix: the text every translation starts with (one
+    for all, or a list of one a sentence; "" for none), tokenised by ``encode_target``.
+    rows: decode over several devices (translate_ids).
     """
     sources = [[*tokenizer.encode_source(s), EOS_ID] for s in sentences]
     hypotheses = translate_ids(
         config,
         params,
         sources,
-        batch_size=batch_size,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-        length_multiple=length_multiple,
-        penalty_form=penalty_form,
-        sampling=sampling,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
+        options,
         prefixes=target_prefixes(tokenizer, prefix, len(sentences)),
         rows=rows,
     )

@@ -21,6 +21,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import TransformerConfig
 from jaxtrans.tasks.translation.translation_task import TranslationTask
@@ -73,9 +74,7 @@ class DevTask(TranslationTask):
                     self.model_config,
                     params,
                     dev_sources(),
-                    batch_size=2,
-                    beam_size=beam,
-                    max_extra_length=6,
+                    SearchOptions(batch_size=2, beam_size=beam, max_extra_length=6),
                     rows=rows,
                 )  # fmt: skip
                 for beam in (1, 2)

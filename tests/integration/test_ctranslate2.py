@@ -32,6 +32,7 @@ from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
 import jaxtrans
 from jaxtrans.data.translation.sources import read_split
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
@@ -104,10 +105,10 @@ def jaxtrans_pieces(translator, sentences, beam_size: int, alpha: float) -> list
     """jaxtrans's hypotheses as target pieces (the search Translator.translate runs)."""
     task = translator.task
     ids = [[*task.tokenizer.encode_source(s), EOS_ID] for s in sentences]
-    hypotheses = translate_ids(
-        task.model_config, translator.params, ids, beam_size=beam_size, alpha=alpha,
-        max_extra_length=MAX_EXTRA, penalty_form="hf",
-    )  # fmt: skip
+    options = SearchOptions(
+        beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA, penalty_form="hf"
+    )
+    hypotheses = translate_ids(task.model_config, translator.params, ids, options)
     target = task.tokenizer.sentencepiece_model("target")
     return [[target.id_to_piece(i) for i in h] for h in hypotheses]
 

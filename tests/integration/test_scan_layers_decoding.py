@@ -9,6 +9,7 @@ import numpy as np
 from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.layer_stacks import stack_layers
@@ -45,9 +46,10 @@ def test_scanned_greedy_and_beam_decoding_give_the_loops_tokens():
     np.testing.assert_array_equal(
         greedy_decode(stacked, source, lengths, config=scanned, max_len=10), greedy
     )
-    tokens, scores = beam_decode(params, source, lengths, config=config, max_len=10, beam_size=3)
+    beam = SearchOptions(beam_size=3)
+    tokens, scores = beam_decode(params, source, lengths, beam, config=config, max_len=10)
     scanned_tokens, scanned_scores = beam_decode(
-        stacked, source, lengths, config=scanned, max_len=10, beam_size=3
+        stacked, source, lengths, beam, config=scanned, max_len=10
     )
     np.testing.assert_array_equal(scanned_tokens, tokens)
     np.testing.assert_allclose(scanned_scores, scores, atol=1e-5, rtol=0)
@@ -58,9 +60,9 @@ def test_translating_with_a_scanned_model_decodes_layer_by_layer_to_the_same_tok
     config, params = decoding_model()
     sources = [[5, 6, 7, EOS_ID], [8, 9, EOS_ID], [10, 11, 12, 4, 5, EOS_ID]]  # vocabulary 13
     for beam_size in (1, 3):
-        looped = translate_ids(config, params, sources, beam_size=beam_size, max_extra_length=6)
+        options = SearchOptions(beam_size=beam_size, max_extra_length=6)
+        looped = translate_ids(config, params, sources, options)
         scanned = translate_ids(
-            config.replace(scan_layers=True), stack_layers(params), sources,
-            beam_size=beam_size, max_extra_length=6,
-        )  # fmt: skip
+            config.replace(scan_layers=True), stack_layers(params), sources, options
+        )
         assert scanned == looped

@@ -11,7 +11,7 @@ import ml_collections
 from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
 from jaxtrans.inference.nbest import check_nbest
-from jaxtrans.inference.translate import check_sampling
+from jaxtrans.inference.options import check_sampling
 from jaxtrans.tasks.translation.decoding_limits import check_decoding_sizes
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 

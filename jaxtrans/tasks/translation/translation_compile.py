@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.tasks.translation.decoding_settings import decoding_settings
@@ -73,18 +74,11 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
         source = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=placed)
         lengths = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=placed)
         ids = dict(config=config, max_len=max_len)
-        if beam == 1:
-            lowered = greedy_decode.lower(params, source, lengths, **ids)
-        else:
-            lowered = beam_decode.lower(
-                params,
-                source,
-                lengths,
-                float(settings["alpha"]),
-                beam_size=beam,
-                penalty_form=settings["penalty_form"],
-                **ids,
-            )
+        options = SearchOptions(
+            beam_size=beam, alpha=float(settings["alpha"]), penalty_form=settings["penalty_form"]
+        )
+        decode = greedy_decode if beam == 1 else beam_decode
+        lowered = decode.lower(params, source, lengths, options, **ids)
         inputs = bytes_per_device((params, source, lengths), placed)
         cost = compile_or_cost(lowered, inputs)
     search = "greedy search" if beam == 1 else f"beam {beam}"

@@ -13,9 +13,9 @@ from typing import Any
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.nbest import Hypothesis, nbest_json, translate_nbest
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import TransformerConfig
-from jaxtrans.tasks.translation.decoding_settings import DEFAULT_DECODING
 
 
 def split_prefixes(
@@ -53,13 +53,11 @@ def translate_with(
     nbest N, its n-best list instead (inference.nbest: text, score, logprob)."""
     settings = dict(settings)
     nbest = settings.pop("nbest", 0)
+    options = SearchOptions(**settings)
     if not nbest:
-        return translate(
-            model_config, params, tokenizer, list(sentences), prefix=prefix, **settings
-        )
-    search = {name: settings[name] for name in DEFAULT_DECODING}
+        return translate(model_config, params, tokenizer, list(sentences), options, prefix=prefix)
     return translate_nbest(
-        model_config, params, tokenizer, list(sentences), nbest, prefix=prefix, **search
+        model_config, params, tokenizer, list(sentences), nbest, options, prefix=prefix
     )
 
 

@@ -12,6 +12,7 @@ from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference import cpu_decoding
 from jaxtrans.inference.decoding import beam_decode, greedy_decode, model_decoder
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.stored_decoders import StoredJit
 from jaxtrans.models import Transformer
 from jaxtrans.models.transformer import OUTPUT_KERNEL
@@ -131,8 +132,9 @@ def test_a_tied_model_decodes_the_same_with_few_rows_and_many():
     few_tokens = greedy_decode(params, source, lengths, config=config, max_len=6)
     many_tokens = greedy_decode(params, padded, padded_lengths, config=config, max_len=6)
     np.testing.assert_array_equal(np.asarray(few_tokens), np.asarray(many_tokens)[:3])
-    beam = dict(config=config, max_len=6, beam_size=2)
-    few_beams, few_scores = beam_decode(params, source, lengths, 0.6, **beam)
-    many_beams, many_scores = beam_decode(params, padded, padded_lengths, 0.6, **beam)
+    beam = dict(config=config, max_len=6)
+    options = SearchOptions(beam_size=2, alpha=0.6)
+    few_beams, few_scores = beam_decode(params, source, lengths, options, **beam)
+    many_beams, many_scores = beam_decode(params, padded, padded_lengths, options, **beam)
     np.testing.assert_array_equal(np.asarray(few_beams), np.asarray(many_beams)[:3])
     np.testing.assert_allclose(np.asarray(few_scores), np.asarray(many_scores)[:3], rtol=1e-5)

@@ -19,6 +19,7 @@ from jaxtrans.inference.length_buckets import (
     decoded_batches,
     length_batches,
 )
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer
 from jaxtrans.vocab import EOS_ID
@@ -26,7 +27,7 @@ from jaxtrans.vocab import EOS_ID
 # A shape no other test file decodes (vocabulary 19, d_ff 24, one decoder layer), so that
 # the jit caches' new entries below are this file's programs alone.
 CONFIG = tiny_transformer_config(vocab=19, d_ff=24, num_decoder_layers=1)
-SEARCH = dict(alpha=0.6, max_extra_length=5, length_multiple=4)
+SEARCH = SearchOptions(alpha=0.6, max_extra_length=5, length_multiple=4)
 
 
 @functools.cache
@@ -131,14 +132,14 @@ def test_bucketed_batches_compile_once_a_shape_and_decode_what_each_sentence_doe
     # to 8) and 2 2 (bucket 8 too, the sources' shortest, in 2 rows); alone, each sentence
     # is a batch of 1 row.
     sources = sentences([2, 7, 1, 6, 3, 1], seed=1)
-    search = dict(beam_size=beam_size, **SEARCH)
+    search = SEARCH.replace(beam_size=beam_size, batch_size=4)
     expected = shapes(CONFIG, sources, batch_size=4, length_multiple=4, extra=5)
     before = decode._cache_size()
-    together = translate_ids(CONFIG, params(), sources, batch_size=4, **search)
+    together = translate_ids(CONFIG, params(), sources, search)
     assert decode._cache_size() - before == len(expected) == 2
-    assert translate_ids(CONFIG, params(), sources, batch_size=4, **search) == together
+    assert translate_ids(CONFIG, params(), sources, search) == together
     assert decode._cache_size() - before == len(expected)  # nothing compiled again
-    alone = [translate_ids(CONFIG, params(), [s], batch_size=1, **search)[0] for s in sources]
+    alone = [translate_ids(CONFIG, params(), [s], search.replace(batch_size=1))[0] for s in sources]
     assert together == alone
     assert len({tuple(h) for h in alone}) > 3  # the model's outputs differ by sentence
 

@@ -18,6 +18,7 @@ from jaxtrans.inference.decoding import (
     init_cache,
     make_step_fn,
 )
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.search import greedy_search
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -149,7 +150,8 @@ def test_beam_of_one_equals_greedy():
     src, max_len = sources(), TARGET_LEN - 1
     lengths = jnp.array([6, 3, 7, 5, 7, 7, 4, 7])
     greedy = np.asarray(greedy_decode(params, src, lengths, config=config, max_len=max_len))
-    beam, _ = beam_decode(params, src, lengths, 0.0, config=config, max_len=max_len, beam_size=1)
+    one = SearchOptions(beam_size=1, alpha=0.0)
+    beam, _ = beam_decode(params, src, lengths, one, config=config, max_len=max_len)
     ends_early = [EOS in row[: n - 1] for row, n in zip(greedy, lengths.tolist(), strict=True)]
     assert any(ends_early) and not all(ends_early)  # both ways of stopping are exercised
     np.testing.assert_array_equal(np.asarray(beam)[:, 0], greedy)
@@ -183,8 +185,9 @@ def test_wide_beam_finds_the_best_sequence_of_exhaustive_enumeration():
 
     beam = len(tokens) ** length  # room for every prefix: the search is exhaustive
     out, out_scores = beam_decode(
-        params, src, jnp.array([length]), alpha, config=config, max_len=length, beam_size=beam
-    )
+        params, src, jnp.array([length]), SearchOptions(beam_size=beam, alpha=alpha),
+        config=config, max_len=length,
+    )  # fmt: skip
     assert through_first_eos(out[0, 0]) == candidates[best]
     np.testing.assert_allclose(float(out_scores[0, 0]), scores[best], atol=1e-5)
     # Nothing was pruned: every hypothesis is among the finished ones, with its score.

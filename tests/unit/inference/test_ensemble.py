@@ -14,6 +14,7 @@ from test_decoding import full_decoder, rerun_over_prefix, sources, through_firs
 from tiny_configs import tiny_transformer_config
 
 from jaxtrans.inference.decoding import beam_decode, decoder, greedy_decode, sample_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.search import row_keys
 from jaxtrans.inference.translate import length_batches, translate_ids
 from jaxtrans.models import Transformer
@@ -102,13 +103,17 @@ def test_an_ensemble_of_one_decodes_as_its_model(search):
         np.testing.assert_array_equal(got, greedy_decode(params, src, LENGTHS, **one))
     elif search == "sample":
         keys = row_keys(0, jnp.arange(8))
-        got = sample_decode((params,), src, LENGTHS, keys, 0.8, **alone)
-        np.testing.assert_array_equal(got, sample_decode(params, src, LENGTHS, keys, 0.8, **one))
+        options = SearchOptions(temperature=0.8)
+        got = sample_decode((params,), src, LENGTHS, keys, options, **alone)
+        want = sample_decode(params, src, LENGTHS, keys, options, **one)
+        np.testing.assert_array_equal(got, want)
     else:
-        beam = dict(beam_size=3, return_logprobs=True)
-        tokens, scores, logprobs = beam_decode((params,), src, LENGTHS, 0.6, **beam, **alone)
+        beam = SearchOptions(beam_size=3, alpha=0.6)
+        tokens, scores, logprobs = beam_decode(
+            (params,), src, LENGTHS, beam, return_logprobs=True, **alone
+        )
         want_tokens, want_scores, want_logprobs = beam_decode(
-            params, src, LENGTHS, 0.6, **beam, **one
+            params, src, LENGTHS, beam, return_logprobs=True, **one
         )
         np.testing.assert_array_equal(tokens, want_tokens)
         np.testing.assert_allclose(scores, want_scores, atol=1e-5, rtol=0)
@@ -176,8 +181,10 @@ def test_beam_search_over_two_models_scores_the_mean_distribution(second):
     models = pair(second)
     src = sources()
     configs, params = ensemble(models)
-    tokens, _, logprobs = beam_decode(params, src, LENGTHS, 0.6, config=configs, max_len=STEPS,
-                                      beam_size=3, return_logprobs=True)  # fmt: skip
+    tokens, _, logprobs = beam_decode(
+        params, src, LENGTHS, SearchOptions(beam_size=3), config=configs, max_len=STEPS,
+        return_logprobs=True,
+    )  # fmt: skip
     checked = 0
     for b in range(src.shape[0]):
         for k in range(3):
@@ -202,6 +209,6 @@ def test_translating_with_an_ensemble_keeps_within_the_shortest_position_table()
                              length_multiple=4)  # fmt: skip
     assert max(batch.max_len for batch in batches) == 10
     for beam_size in (1, 2):
-        out = translate_ids(configs, params, sentences, beam_size=beam_size, max_extra_length=5,
-                            length_multiple=4)  # fmt: skip
+        options = SearchOptions(beam_size=beam_size, max_extra_length=5, length_multiple=4)
+        out = translate_ids(configs, params, sentences, options)
         assert len(out) == 3 and all(len(ids) <= 10 for ids in out)

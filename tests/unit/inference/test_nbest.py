@@ -13,6 +13,7 @@ from tiny_configs import WordTokenizer
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.nbest import check_nbest, nbest_ids, nbest_json, translate_nbest
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.report import evaluate_translations
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks.translation.decoding_settings import decoding_settings
@@ -21,7 +22,7 @@ from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 MAX_EXTRA = 5
 # Longer than any output here: 6 source tokens and EOS + MAX_EXTRA + a 3-token prefix.
 TARGET_LEN = 16
-SEARCH = dict(beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA, length_multiple=8)
+SEARCH = SearchOptions(beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA, length_multiple=8)
 # Forced prefixes of the eight sentences (PAD, BOS and EOS are never among them): none,
 # then of one to three tokens, so one batch holds rows of different prefix lengths.
 PREFIXES = [[], [4], [7, 8], [], [5, 6, 9], [12], [], [3, 3]]
@@ -36,10 +37,9 @@ def sentences() -> list[list[int]]:
 def lists(nbest: int, with_prefixes: bool = False, penalty_form: str = "gnmt", beam_size=4):
     """nbest_ids of the tiny model over sentences(), one batch."""
     config, params = tiny_model()
-    search = {**SEARCH, "beam_size": beam_size}
+    search = SEARCH.replace(beam_size=beam_size, penalty_form=penalty_form)
     prefixes = PREFIXES if with_prefixes else None
-    return nbest_ids(config, params, sentences(), nbest, penalty_form=penalty_form,
-                     prefixes=prefixes, **search)  # fmt: skip
+    return nbest_ids(config, params, sentences(), nbest, search, prefixes=prefixes)
 
 
 def teacher_forced_logprobs(rows: list[tuple[int, list[int]]]) -> np.ndarray:
@@ -90,7 +90,7 @@ def test_scores_are_the_teacher_forced_logprob_and_its_length_penalised_value(
     expected = teacher_forced_logprobs(rows)
     for (_, output), hypothesis, want in zip(rows, hypotheses, expected, strict=True):
         assert hypothesis.logprob == pytest.approx(want, abs=1e-4)
-        divisor = penalty(len(output), SEARCH["alpha"], penalty_form)
+        divisor = penalty(len(output), SEARCH.alpha, penalty_form)
         assert hypothesis.score == pytest.approx(hypothesis.logprob / divisor, rel=1e-5)
     at_eos = [output[-1] == EOS_ID for _, output in rows]
     assert any(at_eos) and not all(at_eos)  # both ways of ending: at EOS, at the limit
@@ -111,7 +111,7 @@ def test_each_list_holds_n_distinct_hypotheses_sorted_by_score():
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_nbest_one_is_the_ordinary_beam_output(beam_size):
     config, params = tiny_model()
-    ordinary = translate_ids(config, params, sentences(), **{**SEARCH, "beam_size": beam_size})
+    ordinary = translate_ids(config, params, sentences(), SEARCH.replace(beam_size=beam_size))
     best = lists(1, beam_size=beam_size)
     assert [[h.ids for h in hypotheses] for hypotheses in best] == [[ids] for ids in ordinary]
     assert len(set(map(tuple, ordinary))) > 1
@@ -121,7 +121,7 @@ def test_nbest_one_is_the_ordinary_beam_output(beam_size):
 def test_translated_lists_are_the_texts_of_the_id_lists_and_their_json_lines():
     config, params = tiny_model()
     texts = [" ".join(map(str, s[:-1])) for s in sentences()]
-    translated = translate_nbest(config, params, WordTokenizer(), texts, 4, **SEARCH)
+    translated = translate_nbest(config, params, WordTokenizer(), texts, 4, SEARCH)
     for hypotheses, scored in zip(translated, lists(4), strict=True):
         assert [h.text for h in hypotheses] == [" ".join(map(str, s.ids)) for s in scored]
         assert [(h.score, h.logprob) for h in hypotheses] == [(s.score, s.logprob) for s in scored]
@@ -170,4 +170,4 @@ def test_nbest_is_checked_against_the_beam_and_sampling_with_one_line_errors():
     with pytest.raises(UserError, match=r"^nbest=2.5: "):
         check_nbest(2.5, 4)
     with pytest.raises(UserError, match=r"^nbest=3 with beam_size=2: "):
-        nbest_ids(*tiny_model(), sentences(), 3, beam_size=2)
+        nbest_ids(*tiny_model(), sentences(), 3, SearchOptions(beam_size=2))

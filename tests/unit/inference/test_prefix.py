@@ -14,6 +14,7 @@ from tiny_configs import WordTokenizer
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import beam_decode, greedy_decode, sample_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.search import row_keys, sampling_logits
 from jaxtrans.inference.translate import translate, translate_ids
 from jaxtrans.tasks.translation.translation_predict import split_prefixes
@@ -78,8 +79,8 @@ def test_a_sample_after_the_prefix_draws_as_the_uncached_loop_with_the_same_keys
     config, params = tiny_model()
     keys = row_keys(7, jnp.arange(8))
     got = np.asarray(
-        sample_decode(params, sources(), LENGTHS, keys, 0.7, 0, 0.95, config=config,
-                      max_len=MAX_LEN, prefix=PREFIX)
+        sample_decode(params, sources(), LENGTHS, keys, SearchOptions(temperature=0.7, top_p=0.95),
+                      config=config, max_len=MAX_LEN, prefix=PREFIX)
     )  # fmt: skip
 
     def draw(logits, t):
@@ -123,8 +124,8 @@ def test_beam_with_a_prefix_finds_the_best_continuation_of_exhaustive_enumeratio
 
     beam = len(tokens) ** (length - len(prefix))  # room for every continuation
     out, out_scores = beam_decode(
-        params, src, jnp.array([length]), alpha, config=config, max_len=length, beam_size=beam,
-        prefix=np.array([prefix]),
+        params, src, jnp.array([length]), SearchOptions(beam_size=beam, alpha=alpha),
+        config=config, max_len=length, prefix=np.array([prefix]),
     )  # fmt: skip
     assert through_first_eos(out[0, 0]) == candidates[int(np.argmax(scores))]
     found = {
@@ -144,14 +145,15 @@ def test_an_empty_prefix_is_no_prefix_in_greedy_search_sampling_and_beam_search(
     common = dict(config=config, max_len=MAX_LEN)
     for decode, args in (
         (greedy_decode, ()),
-        (sample_decode, (row_keys(1, jnp.arange(8)), 1.0, 0, 1.0)),
+        (sample_decode, (row_keys(1, jnp.arange(8)), SearchOptions())),
     ):
         plain = decode(params, src, LENGTHS, *args, **common)
         np.testing.assert_array_equal(
             decode(params, src, LENGTHS, *args, prefix=empty, **common), plain
         )
-    plain_tokens, plain_scores = beam_decode(params, src, LENGTHS, beam_size=3, **common)
-    tokens, scores = beam_decode(params, src, LENGTHS, beam_size=3, prefix=empty, **common)
+    beam = SearchOptions(beam_size=3)
+    plain_tokens, plain_scores = beam_decode(params, src, LENGTHS, beam, **common)
+    tokens, scores = beam_decode(params, src, LENGTHS, beam, prefix=empty, **common)
     np.testing.assert_array_equal(tokens, plain_tokens)
     # Two compiled programs (the prefix one ranks tokens among the allowed): XLA may sum a
     # row's exponentials in another order, a last-bit difference in a log-probability
@@ -164,8 +166,9 @@ def _beam_translations(batch_size: int) -> list[list[int]]:
     config, params = tiny_model()
     sentences = [[*map(int, s[s != PAD_ID]), EOS_ID] for s in np.asarray(sources())]
     prefixes = [list(p[p != PAD_ID]) for p in PREFIX]
-    return translate_ids(config, params, sentences, prefixes=prefixes, batch_size=batch_size,
-                         beam_size=3, max_extra_length=4, length_multiple=4)  # fmt: skip
+    options = SearchOptions(batch_size=batch_size, beam_size=3, max_extra_length=4,
+                            length_multiple=4)  # fmt: skip
+    return translate_ids(config, params, sentences, options, prefixes=prefixes)
 
 
 @pytest.mark.slow
@@ -181,12 +184,12 @@ def test_beam_rows_with_different_prefixes_in_one_batch_equal_each_alone():
 def test_a_text_prefix_is_one_for_every_sentence_or_one_each():
     config, params = tiny_model()
     texts = ["5 6 7", "8 9 10 11", "3 4"]
-    common = dict(beam_size=1, max_extra_length=3, length_multiple=4)
-    for translation in translate(config, params, WordTokenizer(), texts, prefix="12 4", **common):
+    options = SearchOptions(beam_size=1, max_extra_length=3, length_multiple=4)
+    for translation in translate(config, params, WordTokenizer(), texts, options, prefix="12 4"):
         assert translation.startswith("12 4")
-    each = translate(config, params, WordTokenizer(), texts, prefix=["7", "", "9 9"], **common)
+    each = translate(config, params, WordTokenizer(), texts, options, prefix=["7", "", "9 9"])
     assert each[0].startswith("7") and each[2].startswith("9 9")
-    assert each[1] == translate(config, params, WordTokenizer(), texts[1:2], **common)[0]
+    assert each[1] == translate(config, params, WordTokenizer(), texts[1:2], options)[0]
 
 
 @pytest.mark.parametrize(

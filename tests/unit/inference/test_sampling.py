@@ -12,6 +12,7 @@ from test_decoding import sources, tiny_model
 
 from jaxtrans.errors import UserError
 from jaxtrans.inference.decoding import generate, greedy_decode, sample_decode
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.search import row_keys, sample_search
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks.translation.decoding_settings import decoding_name, decoding_settings
@@ -128,13 +129,11 @@ def test_temperature_zero_and_top_k_one_are_greedy_search(temperature, top_k):
     config, params, src, max_lengths = _model_run()
     greedy = greedy_decode(params, src, max_lengths, config=config, max_len=12)
     keys = row_keys(3, jnp.arange(src.shape[0]))
-    sampled = sample_decode(
-        params, src, max_lengths, keys, temperature, top_k, 1.0, config=config, max_len=12
-    )
+    options = SearchOptions(sampling=True, temperature=temperature, top_k=top_k)
+    sampled = sample_decode(params, src, max_lengths, keys, options, config=config, max_len=12)
     np.testing.assert_array_equal(sampled, greedy)
     # generate takes temperature 0 to greedy_decode itself.
-    again = generate(params, src, max_lengths, config=config, max_len=12, keys=keys, top_k=top_k,
-                     temperature=temperature)  # fmt: skip
+    again = generate(params, src, max_lengths, options, config=config, max_len=12, keys=keys)
     np.testing.assert_array_equal(again, greedy)
     assert len(set(map(tuple, np.asarray(greedy)[:, :4].tolist()))) > 1  # varied outputs
 
@@ -143,7 +142,15 @@ def test_a_sample_of_the_model_never_holds_pad_or_bos_and_stops_at_eos():
     config, params, src, max_lengths = _model_run()
     keys = row_keys(0, jnp.arange(src.shape[0]))
     tokens = np.asarray(
-        sample_decode(params, src, max_lengths, keys, 2.0, 0, 1.0, config=config, max_len=12)
+        sample_decode(
+            params,
+            src,
+            max_lengths,
+            keys,
+            SearchOptions(temperature=2.0),
+            config=config,
+            max_len=12,
+        )  # fmt: skip
     )
     for row, limit in zip(tokens, np.asarray(max_lengths), strict=True):
         ends = list(row).index(EOS_ID) + 1 if EOS_ID in row else int(limit)
@@ -155,11 +162,11 @@ def test_a_sample_of_the_model_never_holds_pad_or_bos_and_stops_at_eos():
 def test_a_sentence_samples_the_same_whatever_its_batch():
     config, params = tiny_model()
     sentences = [list(map(int, s[s != PAD_ID])) + [EOS_ID] for s in np.asarray(sources())]
-    run = functools.partial(translate_ids, config, params, sentences, sampling=True,
-                            temperature=1.5, seed=4, max_extra_length=6)  # fmt: skip
-    whole = run(batch_size=8)
-    assert run(batch_size=3) == whole
-    assert run(batch_size=8, seed=5) != whole
+    options = SearchOptions(sampling=True, temperature=1.5, seed=4, max_extra_length=6)
+    run = functools.partial(translate_ids, config, params, sentences)
+    whole = run(options.replace(batch_size=8))
+    assert run(options.replace(batch_size=3)) == whole
+    assert run(options.replace(batch_size=8, seed=5)) != whole
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from tiny_configs import WordTokenizer, tiny_transformer_config
 
 from jaxtrans.errors import UserError
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate, translate_ids
 from jaxtrans.models import Transformer
 from jaxtrans.vocab import EOS_ID
@@ -32,15 +33,16 @@ def params(eos_bias: float = 0.0) -> dict:
     return nn.unbox(init(jax.random.key(3), source, source))["params"]
 
 
-TRANSLATE = dict(beam_size=4, alpha=0.6, max_extra_length=3, length_multiple=8)
+TRANSLATE = SearchOptions(beam_size=4, alpha=0.6, max_extra_length=3, length_multiple=8)
 
 
 @pytest.mark.slow
 def test_translating_a_batch_equals_translating_each_sentence_alone():
     tokenizer = WordTokenizer()
-    together = translate(CONFIG, params(), tokenizer, [*SHORT, LONG], batch_size=4, **TRANSLATE)
+    options = TRANSLATE.replace(batch_size=4)
+    together = translate(CONFIG, params(), tokenizer, [*SHORT, LONG], options)
     alone = [
-        translate(CONFIG, params(), tokenizer, [sentence], batch_size=1, **TRANSLATE)[0]
+        translate(CONFIG, params(), tokenizer, [sentence], TRANSLATE.replace(batch_size=1))[0]
         for sentence in SHORT
     ]
     assert together[: len(SHORT)] == alone
@@ -51,7 +53,8 @@ def test_translating_a_batch_equals_translating_each_sentence_alone():
 def test_a_hypothesis_never_exceeds_source_length_plus_max_extra_length():
     # EOS is never chosen, so every hypothesis runs to its limit.
     sources = [[*WordTokenizer().encode_source(s), EOS] for s in [*SHORT, LONG]]
-    hypotheses = translate_ids(CONFIG, params(eos_bias=-1e9), sources, batch_size=4, **TRANSLATE)
+    options = TRANSLATE.replace(batch_size=4)
+    hypotheses = translate_ids(CONFIG, params(eos_bias=-1e9), sources, options)
     assert [len(h) for h in hypotheses] == [len(s) + 3 for s in sources]
 
 
@@ -60,4 +63,4 @@ def test_a_hypothesis_never_exceeds_source_length_plus_max_extra_length():
 )
 def test_impossible_settings_raise_a_user_error(bad):
     with pytest.raises(UserError):
-        translate_ids(CONFIG, params(), [[5, EOS]], **bad)
+        translate_ids(CONFIG, params(), [[5, EOS]], SearchOptions(**bad))

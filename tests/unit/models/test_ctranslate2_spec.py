@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.ctranslate2_spec import transformer_spec
@@ -94,8 +95,8 @@ def test_ctranslate2_searches_find_jaxtrans_hypotheses(name, beam_size, alpha, t
     config, params, translator = converted(name, tmp_path)
     ids = sources(24)
     ours = translate_ids(
-        config, params, [[*s, EOS_ID] for s in ids], beam_size=beam_size, alpha=alpha,
-        max_extra_length=8, penalty_form="hf",
+        config, params, [[*s, EOS_ID] for s in ids],
+        SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=8, penalty_form="hf"),
     )  # fmt: skip
     pieces = tokens(VOCAB)
     theirs = translate_tokens(
@@ -108,6 +109,8 @@ def test_ctranslate2_searches_find_jaxtrans_hypotheses(name, beam_size, alpha, t
     assert len({len(h) for h in theirs}) > 1
     if beam_size > 1:  # length_penalty 0: CTranslate2 stops when the best candidate ends
         exit_early = dict(beam_size=beam_size, alpha=0.0, max_extra_length=8)
-        ours = translate_ids(config, params, [[*s, EOS_ID] for s in ids], **exit_early)
+        ours = translate_ids(
+            config, params, [[*s, EOS_ID] for s in ids], SearchOptions(**exit_early)
+        )
         theirs = translate_tokens(translator, [[pieces[i] for i in s] for s in ids], **exit_early)
         assert [[names[i] for i in hypothesis] for hypothesis in ours] == theirs

@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from jaxtrans.errors import UserError  # noqa: E402
 from jaxtrans.inference.decoding import beam_decode, greedy_decode  # noqa: E402
+from jaxtrans.inference.options import SearchOptions  # noqa: E402
 from jaxtrans.models import Transformer, TransformerConfig  # noqa: E402
 from jaxtrans.models.marian.marian_from_huggingface import from_huggingface, marian_to_model_ids  # noqa: E402
 from jaxtrans.models.marian.marian_to_huggingface import to_huggingface, token_rows  # noqa: E402
@@ -195,11 +196,9 @@ def test_beam_search_with_hf_length_penalty_equals_marian_generate(marian):
         params,
         src_ids,
         lengths,
-        alpha,
+        SearchOptions(beam_size=4, alpha=alpha, penalty_form="hf"),
         config=config,
         max_len=MAX_NEW_TOKENS,
-        beam_size=4,
-        penalty_form="hf",
     )
     np.testing.assert_array_equal(np.asarray(tokens)[:, 0], expected)
     assert any(EOS_ID in row for row in expected.tolist())
