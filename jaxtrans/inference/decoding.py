@@ -27,6 +27,7 @@ from jaxtrans.inference.cpu_decoding import (
     transposed_output,
 )
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
+from jaxtrans.inference.logits_processors import logits_processors
 from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.stored_decoders import StoredJit
@@ -216,6 +217,7 @@ def greedy_decode(
         stages=narrowing_stages(source.shape[0]),
         widen=widen_cache,
         slots=slots,
+        processors=logits_processors(options),
     )
 
 
@@ -258,6 +260,7 @@ def sample_decode(
         stages=narrowing_stages(source.shape[0]),
         widen=widen_cache,
         slots=slots,
+        processors=logits_processors(options),
     )
 
 
@@ -310,6 +313,7 @@ def beam_decode(
         reorder=reorder_cache,
         widen=widen_cache,
         slots=slots,
+        processors=logits_processors(options),
     )
     return tuple(x[:, 0] for x in found) if best_only else found
 

@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.errors import UserError
 from jaxtrans.inference.options import SearchOptions
 
 Processor = Callable[[jnp.ndarray, jnp.ndarray, jnp.ndarray], jnp.ndarray]
@@ -90,23 +89,10 @@ def no_repeat_ngram(scores: jnp.ndarray, tokens: jnp.ndarray, i: jnp.ndarray, *,
     return jnp.where(banned, -jnp.inf, scores)
 
 
-def check_processors(repetition_penalty: float, no_repeat_ngram_size: int) -> None:
-    """UserError unless repetition_penalty > 0 and no_repeat_ngram_size a whole number >= 0
-    (transformers' and CTranslate2's own limits)."""
-    if isinstance(repetition_penalty, bool) or not repetition_penalty > 0:
-        raise UserError(
-            f"repetition_penalty={repetition_penalty}: must be > 0 (1.0: none; above 1 "
-            "makes repeated tokens less likely)"
-        )
-    size = no_repeat_ngram_size
-    if isinstance(size, bool) or not float(size).is_integer() or size < 0:
-        raise UserError(f"no_repeat_ngram_size={size}: must be a whole number >= 0 (0: none)")
-
-
 def logits_processors(options: SearchOptions) -> tuple[Processor, ...]:
     """The processors ``options`` asks for, in transformers' order (the repetition penalty,
-    then the n-gram ban); empty at the defaults."""
-    check_processors(options.repetition_penalty, options.no_repeat_ngram_size)
+    then the n-gram ban); empty at the defaults. The values are checked by
+    SearchOptions.check."""
     processors: list[Processor] = []
     if options.repetition_penalty != 1.0:
         penalty = float(options.repetition_penalty)
