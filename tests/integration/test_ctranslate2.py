@@ -33,7 +33,7 @@ from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 import jaxtrans
 from jaxtrans.data.translation.sources import read_split
 from jaxtrans.inference.options import SearchOptions
-from jaxtrans.inference.translate import translate_ids
+from jaxtrans.inference.translate import translate, translate_ids
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 from jaxtrans.vocab import EOS_ID
@@ -252,15 +252,17 @@ def test_greedy_search_with_logits_processors_translates_as_jaxtrans(
     renormalises after them, jaxtrans's does not: ctranslate2_decoding refuses that)."""
     cutter = spm.SentencePieceProcessor(model_file=os.path.join(direct_post_ln, "source.spm"))
     join = spm.SentencePieceProcessor(model_file=os.path.join(direct_post_ln, "target.spm"))
-    model = ctranslate2.Translator(direct_post_ln, device="cpu")
+    ct2 = ctranslate2.Translator(direct_post_ln, device="cpu")
     sources = [cutter.encode(s, out_type=str) for s in sentences]
     pieces = translate_tokens(
-        model, sources, beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA, **settings
+        ct2, sources, beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA, **settings
     )
     translator = jaxtrans.Translator.load(post_ln_run)
-    ours = translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA, **settings)
+    task, greedy = translator.task, SearchOptions(beam_size=1, max_extra_length=MAX_EXTRA)
+    model = (task.model_config, translator.params, task.tokenizer)
+    ours = translate(*model, sentences, greedy.replace(**settings))
     assert [join.decode_pieces(p) for p in pieces] == ours
-    assert ours != translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA)
+    assert ours != translate(*model, sentences, greedy)
 
 
 def test_the_directory_holds_the_model_and_what_cuts_and_joins_its_text(direct):

@@ -1,4 +1,5 @@
-"""Logits processors on a Marian (opus-mt) directory: Translator.translate with
+"""Logits processors on a Marian (opus-mt) directory: a Translator.load'ed directory
+translating (inference.translate: tokenised, batched, decoded, joined) with
 repetition_penalty and no_repeat_ngram_size gives, sentence for sentence,
 MarianMTModel.generate's translations with the same settings (greedy search and beam 4
 with the "hf" length penalty), and in greedy search CTranslate2's translate_batch on the
@@ -19,6 +20,8 @@ import transformers
 from marian_directories import GERMAN, SPANISH, corpus, marian_model_directory
 
 import jaxtrans
+from jaxtrans.inference.options import SearchOptions
+from jaxtrans.inference.translate import translate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
@@ -44,6 +47,14 @@ def marian(tmp_path_factory):
     return str(path)
 
 
+def ours(path, **settings) -> list[str]:
+    """jaxtrans's translations of SENTENCES with the SearchOptions ``settings``."""
+    translator = jaxtrans.Translator.load(path)
+    options = SearchOptions(max_extra_length=MAX_EXTRA, **settings)
+    task = translator.task
+    return translate(task.model_config, translator.params, task.tokenizer, SENTENCES, options)
+
+
 def generate(path, num_beams: int, **settings) -> list[str]:
     """MarianMTModel.generate, one sentence at a time, as jaxtrans decodes: the limit
     source ids + MAX_EXTRA, length_penalty 1.0, no early stop, EOS not forced."""
@@ -65,11 +76,7 @@ def generate(path, num_beams: int, **settings) -> list[str]:
 @pytest.mark.parametrize("beam_size", [1, 4])
 @pytest.mark.parametrize("settings", SETTINGS)
 def test_translate_with_processors_equals_marian_generate(marian, beam_size, settings):
-    translator = jaxtrans.Translator.load(marian)
-    got = translator.translate(
-        SENTENCES, beam_size=beam_size, alpha=1.0, penalty_form="hf",
-        max_extra_length=MAX_EXTRA, **settings,
-    )  # fmt: skip
+    got = ours(marian, beam_size=beam_size, alpha=1.0, penalty_form="hf", **settings)
     expected = generate(marian, beam_size, **settings)
     assert got == expected
     assert expected != generate(marian, beam_size)  # the processors changed the output
@@ -94,8 +101,4 @@ def test_ctranslate2_greedy_search_with_processors_translates_as_jaxtrans(
         sources_end_with_eos=True, **settings,
     )  # fmt: skip
     theirs = [tokenizer.convert_tokens_to_string(p) for p in pieces]
-    translator = jaxtrans.Translator.load(marian)
-    ours = translator.translate(
-        SENTENCES, beam_size=1, max_extra_length=MAX_EXTRA, **settings
-    )  # fmt: skip
-    assert theirs == ours
+    assert theirs == ours(marian, beam_size=1, **settings)
