@@ -111,6 +111,7 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
     import ctranslate2
     import sentencepiece as spm
 
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 
     directory = job["directory"]
@@ -123,11 +124,11 @@ def ctranslate2_child(job: dict, beam: int, compute_type: str, patience) -> dict
 
     def run():
         sources = [cutter.encode(s, out_type=str) for s in job["sentences"]]
-        return translate_tokens(
-            translator, sources, beam_size=beam, alpha=job["alpha"],
-            max_extra_length=job["max_extra_length"], batch_size=job["batch_size"],
-            patience=patience,
+        options = SearchOptions(
+            beam_size=beam, alpha=job["alpha"], max_extra_length=job["max_extra_length"],
+            batch_size=job["batch_size"], penalty_form="hf",
         )  # fmt: skip
+        return translate_tokens(translator, sources, options, patience=patience)
 
     return {**timed_calls(run, job["warm_calls"]), "load": loaded}
 

@@ -120,6 +120,7 @@ def jaxtrans_run(args, vocab: int):
 def ctranslate2_run(args, vocab: int, compute_type: str, threads: int):
     import ctranslate2
 
+    from jaxtrans.inference.options import SearchOptions
     from jaxtrans.tasks.translation.ctranslate2_decoding import search_options
 
     names = token_names(vocab)
@@ -129,7 +130,9 @@ def ctranslate2_run(args, vocab: int, compute_type: str, threads: int):
         os.path.join(os.path.dirname(args.model), "ct2"), device="cpu",
         compute_type=compute_type, intra_threads=threads,
     )  # fmt: skip
-    options = search_options(args.beam, ALPHA, "hf", max_length=args.length)
+    options = search_options(
+        SearchOptions(beam_size=args.beam, alpha=ALPHA, penalty_form="hf"), max_length=args.length
+    )
 
     def run():
         results = translator.translate_batch(sources, max_batch_size=len(sources), **options)

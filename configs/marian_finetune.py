@@ -69,7 +69,6 @@ def get_config() -> ml_collections.ConfigDict:
     config.train.eval_every = 1000
     config.train.keep_checkpoints = 3
 
-    config.eval.beam_size = 4
     config.eval.alpha = 1.0
     config.eval.penalty_form = "hf"
     config.eval.batch_size = 32

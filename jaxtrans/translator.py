@@ -6,6 +6,7 @@
     translator.translate(sentences, sampling=True, top_p=0.9, seed=1)  # back-translation
     translator.translate(sentences, nbest=4)             # [[Hypothesis(text, score, logprob)]]
     translator.translate(sentences, prefix="the")        # every translation starts "the ..."
+    translator.translate(sentences, repetition_penalty=1.2, no_repeat_ngram_size=3)
     Translator.load(["runs/a", "runs/a:avg:2", "runs/b:best"])  # an ensemble, decoding as one
 
 ``load`` reads the tokenizer and restores the parameters once; ``translate`` then decodes
@@ -22,7 +23,11 @@ from jaxtrans.compilation_cache import use_run_compilation_cache
 from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.nbest import Hypothesis
-from jaxtrans.tasks.translation.decoding_settings import decoding_settings, target_language
+from jaxtrans.tasks.translation.decoding_settings import (
+    Decoding,
+    decoding_settings,
+    target_language,
+)
 from jaxtrans.tasks.translation.translation_ensemble import TranslationEnsemble
 from jaxtrans.tasks.translation.translation_predict import translate_with
 from jaxtrans.tasks.translation.translation_task import TranslationTask
@@ -75,11 +80,12 @@ class Translator:
         use_run_compilation_cache(task.run_config, compilation_cache_dir)
         return cls(task, checkpoint)
 
-    def settings(self, **given: Any) -> dict[str, Any]:
-        """The decoding settings of a call: the given ones, else the run config's eval
-        section, else the defaults (beam 4, alpha 0.6, ...; sampling off: sampling=True,
-        temperature=1.0, top_k=0, top_p=1.0, seed=0 draw the tokens instead; nbest 0: one
-        translation a sentence)."""
+    def settings(self, **given: Any) -> Decoding:
+        """The decoding settings of a call, (options, nbest): each SearchOptions field
+        (jaxtrans.inference.options) the given one, else the run config's eval section,
+        else its default (beam 4, alpha 0.6, ...; sampling off: sampling=True,
+        temperature=1.0, top_k=0, top_p=1.0, seed=0 draw the tokens instead; no logits
+        processor); nbest 0: one translation a sentence."""
         return decoding_settings(self.task.run_config, **given)
 
     def translate(
@@ -92,12 +98,18 @@ class Translator:
         top_p: float = 1.0,
         seed: int = 0,
         nbest: int = 0,
+        repetition_penalty: float | None = None,
+        no_repeat_ngram_size: int | None = None,
         prefix: str | Sequence[str] | None = None,
         **decoding: Any,
     ) -> list[str] | list[list[Hypothesis]]:
         """The translation of each sentence, in order. ``decoding``: beam_size (1: greedy),
-        alpha, batch_size, max_extra_length, ...; sampling (False), temperature (1.0),
-        top_k (0), top_p (1.0), seed (0) to sample instead (``settings``).
+        alpha, batch_size, max_extra_length, ... (SearchOptions' fields); sampling
+        (False), temperature (1.0), top_k (0), top_p (1.0), seed (0) to sample instead
+        (``settings``). repetition_penalty (1.0: none) divides the logits of the tokens
+        already in a translation (multiplies where negative), as transformers' and
+        CTranslate2's; no_repeat_ngram_size N (0: none) keeps any N tokens from appearing
+        twice in one; None: the run config's eval section.
 
         nbest N (<= beam_size): for each sentence its N best hypotheses instead, best
         first, each a Hypothesis(text, score, logprob): score = logprob / length penalty.
@@ -107,9 +119,12 @@ class Translator:
         if isinstance(sentences, str):
             raise UserError("translate takes a list of sentences; wrap one in a list")
         sample = dict(sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p)
-        settings = self.settings(**sample, seed=seed, nbest=nbest, **decoding)
+        processors = dict(
+            repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size
+        )
+        settings = self.settings(**sample, seed=seed, nbest=nbest, **processors, **decoding)
         model = (self.task.model_config, self.params, self.task.tokenizer)
-        return translate_with(*model, list(sentences), settings, prefix)
+        return translate_with(*model, list(sentences), *settings, prefix)
 
     def score(
         self,

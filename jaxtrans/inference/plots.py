@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
 
-from jaxtrans.inference.options import SearchOptions
+from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.bert.bert_model import BertConfig, BertModel
@@ -291,32 +291,25 @@ def plot_attention(
     tokenizer,
     sentence: str,
     output_png: str,
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
     masks_png: str | None = None,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_extra_length: int = 50,
-    penalty_form: str = "gnmt",
 ) -> str:
     """Translate one sentence and draw, per layer and head, its cross-attention to
     ``output_png`` and its encoder and decoder self-attention beside it
     (``*-encoder.png``, ``*-decoder.png``).
 
     tokenizer needs encode_source, decode_source and decode_target. masks_png, if
-    given, receives the padding and causal masks of the pair. Returns the translation.
+    given, receives the padding and causal masks of the pair. The sentence is translated
+    as ``options`` say (one sentence: its batch_size is not used). Returns the
+    translation.
     """
     source_ids = [*tokenizer.encode_source(sentence), EOS_ID]
     (hypothesis,) = translate_ids(
         config,
         params,
         [source_ids],
-        SearchOptions(
-            batch_size=1,
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
-            penalty_form=penalty_form,
-        ),
+        options.replace(batch_size=1),
     )
     target_in = [BOS_ID, *hypothesis]
     weights = translation_attention(config, params, source_ids, target_in)

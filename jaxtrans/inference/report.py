@@ -1,18 +1,26 @@
 """Translate a split, score it and write the evaluation report.
 
-pairs -> translate -> hypotheses -> BLEU / chrF -> OUTDIR/{stem}.json
-                                                   OUTDIR/{stem}.hyp.txt
-                                                   OUTDIR/{stem}.md
-                                                   OUTDIR/{stem}.nbest.jsonl (with nbest N)
+pairs -> decode_pairs -> Decoded -> corpus_scores -> report_record -> write_report
+                                                     OUTDIR/{stem}.json
+                                                     OUTDIR/{stem}.hyp.txt
+                                                     OUTDIR/{stem}.md
+                                                     OUTDIR/{stem}.nbest.jsonl (nbest N)
+                                                  -> print_report (the console)
+
+evaluate_translations does all of it; translate_and_score the first two steps. The
+decoding settings are one SearchOptions (jaxtrans.inference.options); where the report
+goes and what it says besides the scores, one ReportContext.
 
 The stem is the caller's (evaluate.py: ``{split}-step{N}[-avgK]-{greedy|beamK...}``, see
 jaxtrans.tasks.translation.decoding_settings.decoding_name), ``{split}-step{N}`` by default.
 """
 
+import dataclasses
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from jax.sharding import Sharding
@@ -21,7 +29,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.inference.bleu import CorpusScores, corpus_scores
 from jaxtrans.inference.ensemble import ModelConfig
 from jaxtrans.inference.nbest import Hypothesis, nbest_json, translate_nbest
-from jaxtrans.inference.options import SearchOptions
+from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.translate import TranslationTokenizer, translate
 
 
@@ -64,6 +72,16 @@ def _members_rows(report: dict) -> list[str]:
     ]
 
 
+def _processor_rows(report: dict) -> list[str]:
+    """The logits processors' table row, where one is on."""
+    on = [
+        f"{name} {report[name]}"
+        for name in ("repetition_penalty", "no_repeat_ngram_size")
+        if report[name] != getattr(DEFAULT_OPTIONS, name)
+    ]
+    return [f"| logits processors | {', '.join(on)} |"] if on else []
+
+
 def _markdown(report: dict, examples: str) -> str:
     members = report.get("members")
     split = report["split"]
@@ -83,6 +101,7 @@ def _markdown(report: dict, examples: str) -> str:
             f"| sentences | {_sentence_counts(report)} |",
             f"| beam size, alpha | {report['beam_size']}, {report['alpha']} "
             f"({report['penalty_form']} length penalty) |",
+            *_processor_rows(report),
             f"| decoding | {report['decode_seconds']:.1f} s, "
             f"{report['sentences_per_sec']:.1f} sentences/s |",
             f"| BLEU | `{report['bleu_details']}` |",
@@ -97,31 +116,71 @@ def _markdown(report: dict, examples: str) -> str:
     )
 
 
-def _translate_pairs(
+@dataclasses.dataclass(frozen=True)
+class ReportContext:
+    """Where a report is written and what it says besides the scores and settings."""
+
+    # The directory of the report's files.
+    outdir: str
+    # The checkpoint's training step.
+    step: int
+    # The split's name (test, dev).
+    split: str
+    # Which parameters: "step N", "average of steps [...]", a pretrained directory, ...
+    checkpoint: str
+    # The files' name without suffix (None: "{split}-step{step}").
+    stem: str | None = None
+    # The targets' language (BLEU's tokenizer: zh for Chinese; None: from the references).
+    target_lang: str | None = None
+    # Malformed lines of the split's file that were skipped, and so are not among the pairs.
+    lines_skipped: int = 0
+    # An ensemble's members, one {"path", "checkpoint"} each (None: one model).
+    members: Sequence[dict] | None = None
+    # Example rows in the .md and on the console.
+    num_examples: int = 3
+    # Where the console lines go.
+    printer: Callable[[str], None] = print
+
+    @property
+    def path(self) -> str:
+        """The report's files' path without suffix."""
+        return os.path.join(self.outdir, self.stem or f"{self.split}-step{self.step}")
+
+
+class Decoded(NamedTuple):
+    """The pairs' translations, their n-best lists (None without nbest) and the seconds
+    the decoding took, compilation included."""
+
+    hypotheses: list[str]
+    lists: list[list[Hypothesis]] | None
+    seconds: float
+
+
+def decode_pairs(
     config: ModelConfig,
     params,
     tokenizer: TranslationTokenizer,
     pairs: Sequence[tuple[str, str]],
-    nbest: int,
-    **decoding,
-) -> tuple[list[str], list[list[Hypothesis]] | None, float]:
-    """(translations, n-best lists or None, seconds) of the pairs' sources: translate()
-    with the decoding settings, or for nbest N translate_nbest (beam search's settings
-    only), whose first hypotheses are the translations."""
+    options: SearchOptions = DEFAULT_OPTIONS,
+    nbest: int = 0,
+    rows: Sharding | None = None,
+) -> Decoded:
+    """The translations of the pairs' sources: translate() with ``options`` (``rows``:
+    over several devices, parameters as they are laid out, the same hypotheses on every
+    process), or for nbest N translate_nbest, whose first hypotheses are the
+    translations (one device)."""
     if not pairs:
         raise UserError("there are no sentence pairs to evaluate")
     sources = [source for source, _ in pairs]
-    rows = decoding.pop("rows", None)
-    options = SearchOptions(**decoding)
     start = time.perf_counter()
     if not nbest:
         hypotheses = translate(config, params, tokenizer, sources, options, rows=rows)
-        return hypotheses, None, time.perf_counter() - start
+        return Decoded(hypotheses, None, time.perf_counter() - start)
     if rows is not None:
         raise UserError("n-best lists are decoded on one device; give no rows sharding")
     lists = translate_nbest(config, params, tokenizer, sources, nbest, options)
     hypotheses = [listed[0].text if listed else "" for listed in lists]
-    return hypotheses, lists, time.perf_counter() - start
+    return Decoded(hypotheses, lists, time.perf_counter() - start)
 
 
 def translate_and_score(
@@ -129,48 +188,114 @@ def translate_and_score(
     params,
     tokenizer: TranslationTokenizer,
     pairs: Sequence[tuple[str, str]],
+    options: SearchOptions = DEFAULT_OPTIONS,
     *,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    batch_size: int = 64,
-    max_extra_length: int = 50,
-    penalty_form: str = "gnmt",
     target_lang: str | None = None,
-    sampling: bool = False,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
     nbest: int = 0,
     rows: Sharding | None = None,
 ) -> tuple[list[str], CorpusScores, float]:
-    """Translate the sources of (source, reference) pairs and score them. The decoding
-    settings are translate()'s (``sampling`` draws the tokens: temperature, top_k, top_p,
-    seed; ``rows``: over several devices, parameters as they are laid out, the same
-    hypotheses on every process); nbest N decodes n-best lists and scores the first of each.
+    """Translate the sources of (source, reference) pairs (decode_pairs) and score them;
+    nbest N decodes n-best lists and scores the first of each.
 
     Returns (hypotheses, scores, seconds of translation, compilation included).
     """
-    hypotheses, _, seconds = _translate_pairs(
-        config,
-        params,
-        tokenizer,
-        pairs,
-        nbest,
-        batch_size=batch_size,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-        penalty_form=penalty_form,
-        sampling=sampling,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        rows=rows,
+    decoded = decode_pairs(config, params, tokenizer, pairs, options, nbest, rows)
+    scores = corpus_scores(decoded.hypotheses, [reference for _, reference in pairs], target_lang)
+    return decoded.hypotheses, scores, decoded.seconds
+
+
+def report_record(
+    context: ReportContext,
+    options: SearchOptions,
+    nbest: int,
+    decoded: Decoded,
+    scores: CorpusScores,
+) -> dict:
+    """The report of pairs decoded with ``options`` (and ``nbest``): step, split, checkpoint,
+    bleu, chrf, signature (BLEU's sacreBLEU signature), num_sentences (the pairs scored),
+    lines_read (num_sentences + lines_skipped), lines_skipped, beam_size, alpha,
+    penalty_form, batch_size, max_extra_length, repetition_penalty, no_repeat_ngram_size,
+    decode_seconds (wall time of translation, compilation included) and
+    sentences_per_sec; a sampled decoding's also ``sampling``: its temperature, top_k,
+    top_p and seed; an n-best decoding's ``nbest`` and ``nbest_file``; an ensemble's
+    ``members``."""
+    name, count = os.path.basename(context.path), len(decoded.hypotheses)
+    report = {
+        "step": int(context.step),
+        "split": context.split,
+        "checkpoint": context.checkpoint,
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
+        "signature": scores.bleu_signature,
+        "chrf_signature": scores.chrf_signature,
+        "bleu_details": scores.bleu_details,
+        "num_sentences": count,
+        "lines_read": count + int(context.lines_skipped),
+        "lines_skipped": int(context.lines_skipped),
+        "beam_size": options.beam_size,
+        "alpha": options.alpha,
+        "penalty_form": options.penalty_form,
+        "batch_size": options.batch_size,
+        "max_extra_length": options.max_extra_length,
+        "repetition_penalty": options.repetition_penalty,
+        "no_repeat_ngram_size": options.no_repeat_ngram_size,
+        "decode_seconds": decoded.seconds,
+        "sentences_per_sec": count / decoded.seconds,
+        "hypotheses_file": name + ".hyp.txt",
+    }
+    if options.sampling:
+        report["sampling"] = {
+            "temperature": options.temperature,
+            "top_k": options.top_k,
+            "top_p": options.top_p,
+            "seed": options.seed,
+        }
+    if decoded.lists is not None:
+        report.update(nbest=nbest, nbest_file=name + ".nbest.jsonl")
+    if context.members is not None:
+        report["members"] = [dict(member) for member in context.members]
+    return report
+
+
+def write_report(
+    context: ReportContext, report: dict, pairs: Sequence[tuple[str, str]], decoded: Decoded
+) -> None:
+    """OUTDIR/{stem}.hyp.txt (one translation a line), .nbest.jsonl (with n-best lists:
+    one nbest_json line a pair), .json (``report``) and .md (the report and examples)."""
+    path, sources = context.path, [source for source, _ in pairs]
+    os.makedirs(context.outdir, exist_ok=True)
+    with open(path + ".hyp.txt", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(h.splitlines()) + "\n" for h in decoded.hypotheses)
+    if decoded.lists is not None:
+        with open(path + ".nbest.jsonl", "w", encoding="utf-8") as f:
+            lines = zip(sources, decoded.lists, strict=True)
+            f.writelines(nbest_json(s, h) + "\n" for s, h in lines)
+    with open(path + ".json", "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    references = [reference for _, reference in pairs]
+    examples = examples_table(sources, references, decoded.hypotheses, context.num_examples)
+    with open(path + ".md", "w", encoding="utf-8") as f:
+        f.write(_markdown(report, examples))
+
+
+def print_report(
+    context: ReportContext, report: dict, pairs: Sequence[tuple[str, str]], decoded: Decoded
+) -> None:
+    """The console's lines: the scores, BLEU's signature, examples, the files written."""
+    step, printer = context.step, context.printer
+    which = "" if context.checkpoint == f"step {step}" else f" ({context.checkpoint})"
+    printer(
+        f"{context.split} step {step}{which}: BLEU {report['bleu']:.2f}  "
+        f"chrF {report['chrf']:.2f}  {_sentence_counts(report)} in "
+        f"{decoded.seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
     )
-    scores = corpus_scores(hypotheses, [reference for _, reference in pairs], target_lang)
-    return hypotheses, scores, seconds
+    printer(report["signature"])
+    sources, references = zip(*pairs, strict=True)
+    printer(examples_table(sources, references, decoded.hypotheses, context.num_examples, 60))
+    path = context.path
+    listed = f", {path}.nbest.jsonl" if decoded.lists is not None else ""
+    printer(f"report: {path}.json, {path}.md, {path}.hyp.txt{listed}")
 
 
 def evaluate_translations(
@@ -178,111 +303,20 @@ def evaluate_translations(
     params,
     tokenizer: TranslationTokenizer,
     pairs: Sequence[tuple[str, str]],
-    outdir: str,
-    step: int,
-    split: str,
-    checkpoint: str,
-    *,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    batch_size: int = 64,
-    max_extra_length: int = 50,
-    penalty_form: str = "gnmt",
-    target_lang: str | None = None,
-    num_examples: int = 3,
-    stem: str | None = None,
-    lines_skipped: int = 0,
-    printer: Callable[[str], None] = print,
-    sampling: bool = False,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
+    context: ReportContext,
+    options: SearchOptions = DEFAULT_OPTIONS,
     nbest: int = 0,
-    members: Sequence[dict] | None = None,
 ) -> dict:
-    """Translate the sources of (source, reference) pairs, score, write the report files.
-
-    The files are OUTDIR/{stem}.json, .hyp.txt and .md, stem "{split}-step{step}" unless
-    given; with nbest N also .nbest.jsonl, one n-best list a pair as nbest_json writes it
-    (the first hypotheses are the .hyp.txt, scored as without nbest). ``lines_skipped``:
-    malformed lines of the split's file that were skipped (``skip_malformed``) and so are
-    not among ``pairs``. Returns the report written to the .json; its keys include step,
-    split, checkpoint, bleu, chrf, signature (BLEU's sacreBLEU signature), num_sentences
-    (the pairs scored), lines_read (num_sentences + lines_skipped), lines_skipped,
-    beam_size, alpha, penalty_form, decode_seconds (wall time of translation, compilation
-    included) and sentences_per_sec; a sampled decoding's also
-    ``sampling``: its temperature, top_k, top_p and seed; an n-best decoding's ``nbest``
-    and ``nbest_file``; an ensemble's (config and params tuples, inference.ensemble)
-    ``members``: one {"path", "checkpoint"} a member, written to the .json and the .md
-    (its step: the newest a member used). The .md and the console say the lines read and
-    skipped when any were skipped.
-    """
-    sample = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
-    hypotheses, lists, seconds = _translate_pairs(
-        config,
-        params,
-        tokenizer,
-        pairs,
-        nbest,
-        beam_size=beam_size,
-        alpha=alpha,
-        batch_size=batch_size,
-        max_extra_length=max_extra_length,
-        penalty_form=penalty_form,
-        sampling=sampling,
-        **sample,
-    )
-    sources = [source for source, _ in pairs]
+    """Translate the sources of (source, reference) pairs with ``options`` (nbest N: the
+    n-best lists too, their first hypotheses scored), score them, write the report's
+    files (write_report) and print it (print_report); returns the report (report_record),
+    as written to the .json. The .md and the console say the lines read and skipped when
+    any were skipped; an ensemble's report lists its members (its step: the newest a
+    member used)."""
+    decoded = decode_pairs(config, params, tokenizer, pairs, options, nbest)
     references = [reference for _, reference in pairs]
-    scores = corpus_scores(hypotheses, references, target_lang)
-    path = os.path.join(outdir, stem or f"{split}-step{step}")
-    report = {
-        "step": int(step),
-        "split": split,
-        "checkpoint": checkpoint,
-        "bleu": scores.bleu,
-        "chrf": scores.chrf,
-        "signature": scores.bleu_signature,
-        "chrf_signature": scores.chrf_signature,
-        "bleu_details": scores.bleu_details,
-        "num_sentences": len(pairs),
-        "lines_read": len(pairs) + int(lines_skipped),
-        "lines_skipped": int(lines_skipped),
-        "beam_size": beam_size,
-        "alpha": alpha,
-        "penalty_form": penalty_form,
-        "batch_size": batch_size,
-        "max_extra_length": max_extra_length,
-        "decode_seconds": seconds,
-        "sentences_per_sec": len(pairs) / seconds,
-        "hypotheses_file": os.path.basename(path) + ".hyp.txt",
-    }
-    if sampling:
-        report["sampling"] = sample
-    if lists is not None:
-        report.update(nbest=nbest, nbest_file=os.path.basename(path) + ".nbest.jsonl")
-    if members is not None:
-        report["members"] = [dict(member) for member in members]
-    os.makedirs(outdir, exist_ok=True)
-    with open(path + ".hyp.txt", "w", encoding="utf-8") as f:
-        f.writelines(" ".join(h.splitlines()) + "\n" for h in hypotheses)
-    if lists is not None:
-        with open(path + ".nbest.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(nbest_json(s, h) + "\n" for s, h in zip(sources, lists, strict=True))
-    with open(path + ".json", "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    with open(path + ".md", "w", encoding="utf-8") as f:
-        f.write(_markdown(report, examples_table(sources, references, hypotheses, num_examples)))
-
-    which = "" if checkpoint == f"step {step}" else f" ({checkpoint})"
-    printer(
-        f"{split} step {step}{which}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  "
-        f"{_sentence_counts(report)} in {seconds:.1f} s ({report['sentences_per_sec']:.1f}/s)"
-    )
-    printer(scores.bleu_signature)
-    printer(examples_table(sources, references, hypotheses, num_examples, width=60))
-    listed = f", {path}.nbest.jsonl" if lists is not None else ""
-    printer(f"report: {path}.json, {path}.md, {path}.hyp.txt{listed}")
+    scores = corpus_scores(decoded.hypotheses, references, context.target_lang)
+    report = report_record(context, options, nbest, decoded, scores)
+    write_report(context, report, pairs, decoded)
+    print_report(context, report, pairs, decoded)
     return report

@@ -32,6 +32,7 @@ from jaxtrans.programs.cli import define_config_flag, fail, parse_flags, run
 USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
                    [--checkpoint latest|best|STEP|avg:K] [--beam_size N] [--alpha A]
                    [--batch_size N] [--max_extra_length N] [--penalty_form gnmt|hf]
+                   [--repetition_penalty R] [--no_repeat_ngram_size N]
                    [--sampling [--temperature T] [--top_k K] [--top_p P] [--seed S]]
                    [--nbest N] [--input FILE|- [--output FILE]
                    [--prefix TEXT | --prefix_from_input]] [--plot_attention SENTENCE
@@ -44,15 +45,20 @@ USAGE = """usage: python evaluate.py --workdir DIR [--split test|dev]
 Without --input or --plot_attention: scores the split with the run's task and writes
 DIR/eval/{split}-step{N}[-avgK]-{DECODING}.json (translation: BLEU/chrF, the lines read,
 skipped and scored, and examples, also .md and .hyp.txt; DECODING is greedy or beamK,
-plus -alphaA, -hf and -maxextraN where they differ from the run config) or
+plus -alphaA, -hf and -maxextraN where they differ from the run config, -repR and
+-norepN where a logits processor is on) or
 DIR/eval/{split}-step{N}[-avgK].json (BERT: the task's metrics). The split defaults to
 the task's own (translation and classification: test; pretraining: dev). Decoding
 settings default to the run config's eval section. --sampling draws each token instead
 of searching (for back-translation; with --input): logits / T, then the K most probable
 (0: all), then the smallest set holding probability P (1.0: all); T 0 is greedy; the same
---seed and input give the same output. --nbest N (N <= the beam size) also gives the
-beam's N best hypotheses with their scores: beside a split's report in {stem}.nbest.jsonl
-(the report scores the first), or with --input as one JSON object a line:
+--seed and input give the same output. --repetition_penalty R divides the logits of the
+tokens already in a translation by R (multiplies where negative; 1.0: none) and
+--no_repeat_ngram_size N keeps any N tokens from appearing twice in one (0: none), as
+transformers' generate and CTranslate2 do, in every search. --nbest N (N <= the beam
+size) also gives the beam's N best hypotheses with their scores: beside a split's report
+in {stem}.nbest.jsonl (the report scores the first), or with --input as one JSON object
+a line:
   {"source": "...", "hypotheses": [{"text": "...", "score": -0.42, "logprob": -1.9}, ...]}
 (logprob: the summed log-probability of its tokens and EOS; score: logprob over the
 length penalty, what beam search ranks by). --compilation_cache_dir DIR keeps the
@@ -101,6 +107,8 @@ OPTIONS = (
     "batch_size",
     "max_extra_length",
     "penalty_form",
+    "repetition_penalty",
+    "no_repeat_ngram_size",
     "sampling",
     "temperature",
     "top_k",
@@ -237,6 +245,19 @@ def _define(values: flags.FlagValues) -> None:
         flags.DEFINE_integer(name, None, help_ + " Default: the run config.", flag_values=values)
     flags.DEFINE_float(
         "alpha", None, "Length penalty exponent. Default: the run config.", flag_values=values
+    )
+    flags.DEFINE_float(
+        "repetition_penalty",
+        None,
+        "Divide the logits of tokens already in the output by this (multiply where "
+        "negative; 1.0 = none). Default: the run config.",
+        flag_values=values,
+    )
+    flags.DEFINE_integer(
+        "no_repeat_ngram_size",
+        None,
+        "No N tokens appear twice in one output (0 = no limit). Default: the run config.",
+        flag_values=values,
     )
     flags.DEFINE_enum(
         "penalty_form",

@@ -20,8 +20,8 @@ import ml_collections
 from jaxtrans.config_sections import field_types, type_mismatch
 from jaxtrans.data.translation.text_files import line_format_for
 from jaxtrans.errors import UserError
+from jaxtrans.inference.options import PENALTY_FORMS
 from jaxtrans.tasks.run_config import task_sections
-from jaxtrans.tasks.translation.decoding_settings import PENALTY_FORMS
 
 # Fields outside the sections, and their types.
 TOP_LEVEL_TYPES = {"seed": int, "init_from": str}
@@ -30,7 +30,13 @@ TOP_LEVEL_TYPES = {"seed": int, "init_from": str}
 LEAST_VALUES = {
     # data.workers: -1 means one worker process a core.
     "data": {"max_source_length": 2, "max_target_length": 2, "workers": -1},
-    "eval": {"beam_size": 1, "batch_size": 1, "max_extra_length": 1, "alpha": 0},
+    "eval": {
+        "beam_size": 1,
+        "batch_size": 1,
+        "max_extra_length": 1,
+        "alpha": 0,
+        "no_repeat_ngram_size": 0,
+    },
 }
 # The names a restored translation run reads, and their choices.
 CHOICES = {"eval": {"penalty_form": PENALTY_FORMS}}

@@ -33,7 +33,7 @@ from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 import jaxtrans
 from jaxtrans.data.translation.sources import read_split
 from jaxtrans.inference.options import SearchOptions
-from jaxtrans.inference.translate import translate, translate_ids
+from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks import train_and_evaluate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 from jaxtrans.vocab import EOS_ID
@@ -132,9 +132,8 @@ def direct_translation(directory: str, sentences, beam_size, alpha, **settings):
     cutter = spm.SentencePieceProcessor(model_file=os.path.join(directory, "source.spm"))
     model = ctranslate2.Translator(directory, device="cpu", **settings)
     sources = [cutter.encode(s, out_type=str) for s in sentences]
-    return translate_tokens(
-        model, sources, beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA
-    )
+    options = SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA)
+    return translate_tokens(model, sources, options.replace(penalty_form="hf"))
 
 
 # -------------------------------------------------- the Marian export, CTranslate2's converter
@@ -156,10 +155,12 @@ def test_a_marian_export_converted_by_ctranslate2_translates_as_jaxtrans(
     hf, ct2 = converted_marian
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
+    options = SearchOptions(
+        beam_size=beam_size, alpha=alpha, max_extra_length=MAX_EXTRA, penalty_form="hf"
+    )
     pieces = translate_tokens(
-        ctranslate2.Translator(ct2, device="cpu"), sources, beam_size=beam_size,
-        alpha=alpha, max_extra_length=MAX_EXTRA, sources_end_with_eos=True,
-    )  # fmt: skip
+        ctranslate2.Translator(ct2, device="cpu"), sources, options, sources_end_with_eos=True
+    )
     translator = jaxtrans.Translator.load(post_ln_run)
     assert_translates_as_jaxtrans(translator, sentences, pieces, beam_size, alpha)
 
@@ -196,16 +197,11 @@ def test_the_documented_int8_conversion_of_a_marian_export_runs_and_translates(
     assert model.compute_type.startswith("int8")
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in sentences]
-    translated = translate_tokens(
-        model, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    options = SearchOptions(max_extra_length=MAX_EXTRA, penalty_form="hf")
+    translated = translate_tokens(model, sources, options, sources_end_with_eos=True)
     assert sum(map(bool, translated)) >= 0.9 * len(sentences)
     reference = ctranslate2.Translator(float32, device="cpu")
-    targets = translate_tokens(
-        reference, sources, beam_size=4, alpha=0.6, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True,
-    )  # fmt: skip
+    targets = translate_tokens(reference, sources, options, sources_end_with_eos=True)
     exact = np.array([np.mean(r.log_probs) for r in reference.score_batch(sources, targets)])
     quantized = np.array([np.mean(r.log_probs) for r in model.score_batch(sources, targets)])
     assert np.abs(quantized - exact).mean() < 0.5
@@ -254,15 +250,12 @@ def test_greedy_search_with_logits_processors_translates_as_jaxtrans(
     join = spm.SentencePieceProcessor(model_file=os.path.join(direct_post_ln, "target.spm"))
     ct2 = ctranslate2.Translator(direct_post_ln, device="cpu")
     sources = [cutter.encode(s, out_type=str) for s in sentences]
-    pieces = translate_tokens(
-        ct2, sources, beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA, **settings
-    )
+    greedy = SearchOptions(beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA)
+    pieces = translate_tokens(ct2, sources, greedy.replace(**settings))
     translator = jaxtrans.Translator.load(post_ln_run)
-    task, greedy = translator.task, SearchOptions(beam_size=1, max_extra_length=MAX_EXTRA)
-    model = (task.model_config, translator.params, task.tokenizer)
-    ours = translate(*model, sentences, greedy.replace(**settings))
+    ours = translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA, **settings)
     assert [join.decode_pieces(p) for p in pieces] == ours
-    assert ours != translate(*model, sentences, greedy)
+    assert ours != translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA)
 
 
 def test_the_directory_holds_the_model_and_what_cuts_and_joins_its_text(direct):

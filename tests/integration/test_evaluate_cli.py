@@ -14,6 +14,7 @@ from evaluate_runs import LINES, evaluate, make_saved_run
 
 from jaxtrans.data.translation.sources import load_split
 from jaxtrans.errors import UserError
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.tasks import restore_task
 from jaxtrans.tasks.translation.decoding_settings import decoding_name, decoding_settings
 
@@ -63,6 +64,14 @@ def test_greedy_and_beam_reports_of_one_checkpoint_both_survive(workdir, tmp_pat
     names = {path.name for path in tmp_path.iterdir()}
     for stem in ("test-step200-greedy-maxextra4", "test-step200-beam4-maxextra4"):
         assert {f"{stem}.json", f"{stem}.md", f"{stem}.hyp.txt"} <= names
+
+
+def test_logits_processors_get_a_report_of_their_own_that_records_them(workdir, tmp_path):
+    processors = ["--repetition_penalty=1.2", "--no_repeat_ngram_size=3"]
+    evaluate(f"--workdir={workdir}", f"--outdir={tmp_path}", "--beam_size=2",
+             "--max_extra_length=4", *processors)  # fmt: skip
+    report = json.loads((tmp_path / "test-step200-beam2-maxextra4-rep1.2-norep3.json").read_text())
+    assert (report["repetition_penalty"], report["no_repeat_ngram_size"]) == (1.2, 3)
 
 
 def test_a_length_penalty_of_its_own_gets_a_report_of_its_own(workdir, tmp_path):
@@ -223,6 +232,8 @@ def test_plot_attention_writes_the_pictures(workdir, tmp_path):
         ["--workdir={workdir}", "--input={workdir}/config.json", "--nbest=3"],  # beam 2
         ["--workdir={workdir}", "--input={workdir}/config.json", "--sampling", "--nbest=1"],
         ["--workdir={workdir}", "--prefix=the"],  # no --input
+        ["--workdir={workdir}", "--repetition_penalty=0"],
+        ["--workdir={workdir}", "--no_repeat_ngram_size=-1"],
         ["--workdir={workdir}", "--input=-", "--prefix=a", "--prefix_from_input"],
         ["--workdir={workdir}", "--input={workdir}/config.json", "--prefix_from_input"],  # no TAB
         ["--ensemble={workdir}", "--checkpoint=100"],  # each member names its own
@@ -301,35 +312,37 @@ def test_restored_parameters_are_those_saved(saved_run):
 
 
 def test_report_names_tell_every_decoding_that_changes_the_output_apart():
-    run = {"beam_size": 4, "alpha": 0.6, "batch_size": 64, "max_extra_length": 50,
-           "penalty_form": "gnmt"}  # fmt: skip
+    run = SearchOptions()
     names = {
-        decoding_name({**run, **changed}, run): changed
+        decoding_name(run.replace(**changed), run): changed
         for changed in (
             {}, {"beam_size": 1}, {"beam_size": 2}, {"alpha": 1.0}, {"alpha": 0.65},
             {"max_extra_length": 10}, {"beam_size": 1, "max_extra_length": 10},
             {"alpha": 1.0, "max_extra_length": 10}, {"penalty_form": "hf"},
-            {"alpha": 1.0, "penalty_form": "hf"},
+            {"alpha": 1.0, "penalty_form": "hf"}, {"repetition_penalty": 1.2},
+            {"no_repeat_ngram_size": 3}, {"repetition_penalty": 1.2, "no_repeat_ngram_size": 3},
+            {"beam_size": 1, "max_extra_length": 10, "repetition_penalty": 0.9},
         )
     }  # fmt: skip
     assert list(names) == [
         "beam4", "greedy", "beam2", "beam4-alpha1.0", "beam4-alpha0.65", "beam4-maxextra10",
         "greedy-maxextra10", "beam4-alpha1.0-maxextra10", "beam4-hf", "beam4-alpha1.0-hf",
+        "beam4-rep1.2", "beam4-norep3", "beam4-rep1.2-norep3", "greedy-maxextra10-rep0.9",
     ]  # fmt: skip
     # Greedy search has no length penalty, and batch_size changes no output.
-    assert decoding_name({**run, "beam_size": 1, "alpha": 1.0}, run) == "greedy"
-    assert decoding_name({**run, "beam_size": 1, "penalty_form": "hf"}, run) == "greedy"
-    assert decoding_name({**run, "batch_size": 8}, run) == "beam4"
+    assert decoding_name(run.replace(beam_size=1, alpha=1.0), run) == "greedy"
+    assert decoding_name(run.replace(beam_size=1, penalty_form="hf"), run) == "greedy"
+    assert decoding_name(run.replace(batch_size=8), run) == "beam4"
 
 
 def test_decoding_settings_come_from_flags_then_the_config_then_the_defaults():
     config = ml_collections.ConfigDict({"eval": {"alpha": 1.0, "penalty_form": "hf"}})
-    settings = decoding_settings(config, alpha=0.8, beam_size=None)
-    assert settings == {"beam_size": 4, "alpha": 0.8, "batch_size": 64,
-                        "max_extra_length": 50, "penalty_form": "hf", "sampling": False,
-                        "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0,
-                        "nbest": 0}  # fmt: skip
-    assert decoding_settings(ml_collections.ConfigDict())["penalty_form"] == "gnmt"
+    settings = decoding_settings(config, alpha=0.8, beam_size=None, no_repeat_ngram_size=2)
+    want = SearchOptions(alpha=0.8, penalty_form="hf", no_repeat_ngram_size=2)
+    assert settings == (want, 0)
+    assert decoding_settings(ml_collections.ConfigDict()).options == SearchOptions()
+    config.eval.repetition_penalty = 1.3  # the eval section holds the processors too
+    assert decoding_settings(config).options.repetition_penalty == 1.3
     config.eval.penalty_form = "GNMT"
     with pytest.raises(UserError, match=r"eval.penalty_form='GNMT': use gnmt .* or hf"):
         decoding_settings(config)

@@ -1,5 +1,4 @@
-"""Logits processors on a Marian (opus-mt) directory: a Translator.load'ed directory
-translating (inference.translate: tokenised, batched, decoded, joined) with
+"""Logits processors on a Marian (opus-mt) directory: Translator.translate with
 repetition_penalty and no_repeat_ngram_size gives, sentence for sentence,
 MarianMTModel.generate's translations with the same settings (greedy search and beam 4
 with the "hf" length penalty), and in greedy search CTranslate2's translate_batch on the
@@ -21,7 +20,6 @@ from marian_directories import GERMAN, SPANISH, corpus, marian_model_directory
 
 import jaxtrans
 from jaxtrans.inference.options import SearchOptions
-from jaxtrans.inference.translate import translate
 from jaxtrans.tasks.translation.ctranslate2_decoding import translate_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
@@ -48,11 +46,9 @@ def marian(tmp_path_factory):
 
 
 def ours(path, **settings) -> list[str]:
-    """jaxtrans's translations of SENTENCES with the SearchOptions ``settings``."""
+    """Translator.translate's translations of SENTENCES with ``settings``."""
     translator = jaxtrans.Translator.load(path)
-    options = SearchOptions(max_extra_length=MAX_EXTRA, **settings)
-    task = translator.task
-    return translate(task.model_config, translator.params, task.tokenizer, SENTENCES, options)
+    return translator.translate(SENTENCES, max_extra_length=MAX_EXTRA, **settings)
 
 
 def generate(path, num_beams: int, **settings) -> list[str]:
@@ -96,9 +92,7 @@ def test_ctranslate2_greedy_search_with_processors_translates_as_jaxtrans(
 ):
     tokenizer = transformers.MarianTokenizer.from_pretrained(marian)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s).input_ids) for s in SENTENCES]
-    pieces = translate_tokens(
-        converted, sources, beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA,
-        sources_end_with_eos=True, **settings,
-    )  # fmt: skip
+    greedy = SearchOptions(beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA, **settings)
+    pieces = translate_tokens(converted, sources, greedy, sources_end_with_eos=True)
     theirs = [tokenizer.convert_tokens_to_string(p) for p in pieces]
     assert theirs == ours(marian, beam_size=1, **settings)

@@ -88,7 +88,7 @@ def test_evaluate_init_from_translates_input_as_marian_generate(marian, tmp_path
 
 def test_translator_load_beam_search_equals_marian_generate(marian):
     translator = jaxtrans.Translator.load(marian)
-    assert translator.settings()["penalty_form"] == "hf"  # transformers' default decoding
+    assert translator.settings().options.penalty_form == "hf"  # transformers' default
     got = translator.translate(SENTENCES, beam_size=4, max_extra_length=MAX_EXTRA)
     expected = marian_translate(marian, SENTENCES, num_beams=4)
     assert got == expected

@@ -2,9 +2,11 @@
 checked against what evaluate.py's task computes for the same run."""
 
 import dataclasses
+import importlib
 import json
 
 import jax
+import numpy as np
 import pytest
 from tiny_configs import tiny_translation_config
 
@@ -87,6 +89,30 @@ def test_sampling_is_reproducible_and_equals_the_tasks_prediction(workdir):
     assert translator.translate(SENTENCES, sampling=True, temperature=0.0) == greedy
     with pytest.raises(UserError, match="^sampling with beam_size=3: "):
         translator.translate(SENTENCES, sampling=True, beam_size=3)
+
+
+def test_logits_processors_go_from_translate_to_the_search_as_the_tasks_option(
+    workdir, monkeypatch
+):
+    translator = jaxtrans.Translator.load(workdir)
+    processors = {"repetition_penalty": 1.3, "no_repeat_ngram_size": 2}
+    options = translator.settings(**processors).options
+    assert (options.repetition_penalty, options.no_repeat_ngram_size) == (1.3, 2)
+    expected = restore_task(workdir).predict(SENTENCES, options=processors)
+    assert translator.translate(SENTENCES, **processors) == expected
+    searched = []
+
+    def recorded(params, source, max_lengths, options, **kwargs):
+        searched.append(options)
+        return np.zeros((source.shape[0], kwargs["max_len"]), np.int32)
+
+    # The module (jaxtrans.inference's own name "translate" is the function).
+    translate_module = importlib.import_module("jaxtrans.inference.translate")
+    monkeypatch.setattr(translate_module, "generate", recorded)
+    translator.translate(SENTENCES, **processors)
+    assert (searched[0].repetition_penalty, searched[0].no_repeat_ngram_size) == (1.3, 2)
+    with pytest.raises(UserError, match="^no_repeat_ngram_size=-1: "):
+        translator.translate(SENTENCES, no_repeat_ngram_size=-1)
 
 
 def test_nbest_lists_are_headed_by_the_translation_and_equal_the_tasks_json_lines(workdir):

@@ -9,7 +9,7 @@ runs out of memory.
                        x the decoder's cached keys and values a token <= DECODING_MEMORY_GIB
 
 The limits are far beyond what a translation needs; sizes below 1 are left to
-jaxtrans.inference.translate.check_search, and a model section that is not a valid
+jaxtrans.inference.options.SearchOptions.check, and a model section that is not a valid
 TransformerConfig to the model's own check.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 import ml_collections
 
 from jaxtrans.errors import UserError
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.models import TransformerConfig
 
 # The most memory one decoding batch may hold, in GiB: more than one accelerator has (the
@@ -49,15 +50,15 @@ def cache_bytes_per_token(model: TransformerConfig) -> int:
 
 
 def check_decoding_sizes(
-    settings: dict[str, Any], run_config: ml_collections.ConfigDict, nbest: Any = None
+    options: SearchOptions, run_config: ml_collections.ConfigDict, nbest: Any = None
 ) -> None:
-    """UserError for beam_size, batch_size or max_extra_length (of ``settings``, from
+    """UserError for beam_size, batch_size or max_extra_length (of ``options``, from
     decoding_settings) beyond the limits of the module docstring, for the run config's
     model and data.max_source_length, or for an n-best list (``nbest``, as given) longer
     than the vocabulary, which no beam can hold. The vocabulary is checked only where the
     run config holds its size (a resolved config: a workdir's, a pretrained directory's)."""
     model = decoding_model(run_config)
-    sizes = [settings[name] for name in SIZES]
+    sizes = [getattr(options, name) for name in SIZES]
     if model is None or not all(isinstance(s, int) and s >= 1 for s in sizes):
         return
     beam_size, batch_size, max_extra_length = sizes

@@ -1,107 +1,133 @@
-"""The decoding settings of a translation run: beam size, length penalty, batch and length
-limits, taken from evaluate.py's flags, else the run config's eval section, else the
-defaults; sampling (temperature, top_k, top_p, seed: given, else SAMPLING_DEFAULTS); the
-n-best list's length (nbest: given, else 0, none); the part of a report's file name that
-tells settings apart; BLEU's language."""
+"""The decoding settings of a translation run, built once into a SearchOptions: each
+setting is the given one (evaluate.py's flags, Translator.translate's arguments), else the
+run config's eval section (the search's fields, TranslationEvalConfig), else SearchOptions'
+default; with the n-best list's length (nbest: given, else 0, none). Also the part of a
+report's file name that tells settings apart, and BLEU's language.
 
-from typing import Any
+    flags / Translator arguments -> decoding_settings(run_config, **given)
+        -> Decoding(options: SearchOptions, nbest: int) -> translate / translate_nbest
+"""
+
+import dataclasses
+from typing import Any, NamedTuple
 
 import ml_collections
 
 from jaxtrans.config_sections import section_values
 from jaxtrans.errors import UserError
 from jaxtrans.inference.nbest import check_nbest
-from jaxtrans.inference.options import check_sampling
+from jaxtrans.inference.options import DEFAULT_OPTIONS, PENALTY_FORMS, SearchOptions
 from jaxtrans.tasks.translation.decoding_limits import check_decoding_sizes
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
 
-PENALTY_FORMS = ("gnmt", "hf")
-
-# Decoding settings used when neither evaluate.py's flags nor the run config give one.
-DEFAULT_DECODING = {
-    "beam_size": 4,
-    "alpha": 0.6,
-    "batch_size": 64,
-    "max_extra_length": 50,
-    "penalty_form": "gnmt",
-}
-# Sampling settings (never in the run config): draw the tokens instead of searching.
-SAMPLING_DEFAULTS = {"sampling": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+# The SearchOptions fields the run config's eval section holds; the others (sampling,
+# temperature, top_k, top_p, seed, length_multiple) are given or take their defaults.
+SECTION_FIELDS = tuple(
+    field.name
+    for field in dataclasses.fields(SearchOptions)
+    if field.name in {f.name for f in dataclasses.fields(TranslationEvalConfig)}
+)
 # The hypotheses a sentence answers with (never in the run config): 0 is the translation
 # alone, N >= 1 an n-best list of the beam's N best with their scores.
 NBEST_DEFAULT = 0
 
 
-def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> dict[str, Any]:
-    """beam_size, alpha, batch_size, max_extra_length, penalty_form: the given value (not
-    None), else the run config's eval section, else DEFAULT_DECODING; then sampling,
-    temperature, top_k, top_p, seed: the given value, else SAMPLING_DEFAULTS; then nbest,
-    else NBEST_DEFAULT. Sampling decodes with beam size 1 (a beam size > 1 given with it is
-    an error); an n-best list is drawn from the beam (beam_size >= nbest, no sampling).
-    Sizes beyond the model's limits (decoding_limits: the vocabulary, the positions,
-    memory) are a UserError."""
+class Decoding(NamedTuple):
+    """How a translation run decodes: the search's options and the n-best list's length."""
+
+    options: SearchOptions
+    # 0: one translation a sentence; N: the beam's N best hypotheses with their scores.
+    nbest: int = NBEST_DEFAULT
+
+
+def decoding_settings(run_config: ml_collections.ConfigDict, **given: Any) -> Decoding:
+    """Each SearchOptions field: the given value (not None), else the run config's eval
+    section (SECTION_FIELDS), else SearchOptions' default; then nbest, else NBEST_DEFAULT.
+    Names that are no setting (evaluate.py's prefix, ...) are ignored. Sampling decodes
+    with beam size 1 (a beam size > 1 given with it is an error); an n-best list is drawn
+    from the beam (beam_size >= nbest, no sampling). Unusable settings
+    (SearchOptions.check) and sizes beyond the model's limits (decoding_limits: the
+    vocabulary, the positions, memory) are a UserError."""
     evaluation = section_values(TranslationEvalConfig, run_config.get("eval"))
-    settings = {}
-    for name in DEFAULT_DECODING:
-        value = given.get(name)
-        settings[name] = value if value is not None else getattr(evaluation, name)
-    if settings["penalty_form"] not in PENALTY_FORMS:
+    values = {}
+    for field in dataclasses.fields(SearchOptions):
+        value = given.get(field.name)
+        if value is None and field.name in SECTION_FIELDS:
+            value = getattr(evaluation, field.name)
+        if value is not None:
+            values[field.name] = value
+    if values["penalty_form"] not in PENALTY_FORMS:
         raise UserError(
-            f"eval.penalty_form={settings['penalty_form']!r}: use gnmt (the length penalty "
+            f"eval.penalty_form={values['penalty_form']!r}: use gnmt (the length penalty "
             "((5 + len) / 6) ** alpha) or hf (len ** alpha, as transformers' generate)"
         )
-    sample = {n: given[n] if given.get(n) is not None else d for n, d in SAMPLING_DEFAULTS.items()}
-    check_sampling(sample["temperature"], sample["top_k"], sample["top_p"])
-    settings.update({n: type(d)(sample[n]) for n, d in SAMPLING_DEFAULTS.items()})
-    if settings["sampling"]:
+    if values.get("sampling"):
         if given.get("beam_size") is not None and int(given["beam_size"]) > 1:
             raise UserError(
                 f"sampling with beam_size={given['beam_size']}: sampling draws one "
                 "hypothesis; drop beam_size or sampling"
             )
-        settings["beam_size"] = 1
-    check_decoding_sizes(settings, run_config, nbest=given.get("nbest"))
-    settings["nbest"] = _nbest(given.get("nbest"), settings)
-    return settings
+        values["beam_size"] = 1
+    options = SearchOptions(**values)
+    options.check()
+    options = _typed(options)
+    check_decoding_sizes(options, run_config, nbest=given.get("nbest"))
+    return Decoding(options, _nbest(given.get("nbest"), options))
 
 
-def _nbest(given: Any, settings: dict[str, Any]) -> int:
+def _typed(options: SearchOptions) -> SearchOptions:
+    """``options`` (checked) with each field of the type of its default (a flag or a
+    config may give 1 for 1.0): the same settings name and record themselves alike."""
+    typed = {}
+    for field in dataclasses.fields(SearchOptions):
+        default, value = getattr(DEFAULT_OPTIONS, field.name), getattr(options, field.name)
+        typed[field.name] = value if default is None or value is None else type(default)(value)
+    return options.replace(**typed)
+
+
+def _nbest(given: Any, options: SearchOptions) -> int:
     """The checked nbest setting: 0 (none) unless given; then a beam of at least that
     many, without sampling."""
     if not given:
         return NBEST_DEFAULT
-    if settings["sampling"]:
+    if options.sampling:
         raise UserError(
             f"nbest={given} with sampling: sampling draws one hypothesis a sentence; drop "
             "nbest or sampling"
         )
-    check_nbest(given, int(settings["beam_size"]))
+    check_nbest(given, options.beam_size)
     return int(given)
 
 
-def decoding_name(settings: dict[str, Any], run_defaults: dict[str, Any]) -> str:
+def decoding_name(options: SearchOptions, run_options: SearchOptions) -> str:
     """The decoding part of a report's file name: ``greedy`` or ``beam{K}``, then
     ``-alpha{A}`` (beam search only: greedy search has no length penalty) and
-    ``-maxextra{N}`` where they differ from the run config's eval section (``run_defaults``,
-    from ``decoding_settings(run_config)``), and the length penalty's form (``-hf``) where
-    it differs. batch_size changes no output and is not named, nor is nbest (the report
-    scores the list's first hypothesis, the beam's own). A sampled decoding is
-    ``sample-t{T}-k{K}-p{P}-s{SEED}`` (e.g. ``sample-t0.7-k0-p0.9-s0``), then
-    ``-maxextra{N}`` where it differs."""
-    beam_size = int(settings["beam_size"])
+    ``-maxextra{N}`` where they differ from the run config's eval section
+    (``run_options``, from ``decoding_settings(run_config)``), and the length penalty's
+    form (``-hf``) where it differs. A sampled decoding is ``sample-t{T}-k{K}-p{P}-s{SEED}``
+    (e.g. ``sample-t0.7-k0-p0.9-s0``), then ``-maxextra{N}`` where it differs. The logits
+    processors follow where they are on: ``-rep{R}`` (repetition_penalty) and
+    ``-norep{N}`` (no_repeat_ngram_size), e.g. ``beam4-rep1.2-norep3``. batch_size
+    changes no output and is not named, nor is nbest (the report scores the list's first
+    hypothesis, the beam's own)."""
+    beam_size = options.beam_size
     name = "greedy" if beam_size == 1 else f"beam{beam_size}"
-    if settings.get("sampling"):
+    if options.sampling:
         name = (
-            f"sample-t{float(settings['temperature'])!r}-k{int(settings['top_k'])}"
-            f"-p{float(settings['top_p'])!r}-s{int(settings['seed'])}"
+            f"sample-t{float(options.temperature)!r}-k{int(options.top_k)}"
+            f"-p{float(options.top_p)!r}-s{int(options.seed)}"
         )
         beam_size = 1
-    if beam_size > 1 and float(settings["alpha"]) != float(run_defaults["alpha"]):
-        name += f"-alpha{float(settings['alpha'])!r}"
-    if beam_size > 1 and settings["penalty_form"] != run_defaults["penalty_form"]:
-        name += f"-{settings['penalty_form']}"
-    if int(settings["max_extra_length"]) != int(run_defaults["max_extra_length"]):
-        name += f"-maxextra{int(settings['max_extra_length'])}"
+    if beam_size > 1 and float(options.alpha) != float(run_options.alpha):
+        name += f"-alpha{float(options.alpha)!r}"
+    if beam_size > 1 and options.penalty_form != run_options.penalty_form:
+        name += f"-{options.penalty_form}"
+    if options.max_extra_length != run_options.max_extra_length:
+        name += f"-maxextra{int(options.max_extra_length)}"
+    if float(options.repetition_penalty) != DEFAULT_OPTIONS.repetition_penalty:
+        name += f"-rep{float(options.repetition_penalty)!r}"
+    if options.no_repeat_ngram_size != DEFAULT_OPTIONS.no_repeat_ngram_size:
+        name += f"-norep{int(options.no_repeat_ngram_size)}"
     return name
 
 

@@ -17,7 +17,6 @@ import jax.numpy as jnp
 from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
-from jaxtrans.inference.options import SearchOptions
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.tasks.translation.decoding_settings import decoding_settings
@@ -55,11 +54,11 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
     """Compile the decoding of a batch of eval.batch_size sources of data.max_source_length
     tokens, to as many as the longest output evaluate.py allows (source + max_extra_length,
     within learned positions), with parameters in their stored dtype, on ``device``."""
-    settings = decoding_settings(task.run_config)
+    options = decoding_settings(task.run_config).options
     config = task.model_config
-    rows, beam = int(settings["batch_size"]), int(settings["beam_size"])
+    rows, beam = options.batch_size, options.beam_size
     source_length = int(task.run_config.data.max_source_length)
-    max_len = source_length + int(settings["max_extra_length"])
+    max_len = source_length + options.max_extra_length
     if config.position == "learned":
         max_len = min(max_len, config.max_len)
     placed = jax.sharding.SingleDeviceSharding(device)
@@ -74,11 +73,8 @@ def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:
         source = jax.ShapeDtypeStruct((rows, source_length), jnp.int32, sharding=placed)
         lengths = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=placed)
         ids = dict(config=config, max_len=max_len)
-        options = SearchOptions(
-            beam_size=beam, alpha=float(settings["alpha"]), penalty_form=settings["penalty_form"]
-        )
         decode = greedy_decode if beam == 1 else beam_decode
-        lowered = decode.lower(params, source, lengths, options, **ids)
+        lowered = decode.lower(params, source, lengths, options.for_decoder(), **ids)
         inputs = bytes_per_device((params, source, lengths), placed)
         cost = compile_or_cost(lowered, inputs)
     search = "greedy search" if beam == 1 else f"beam {beam}"

@@ -25,7 +25,7 @@ from jaxtrans.checkpoint_choice import parse_checkpoint_spec
 from jaxtrans.data.translation.sources import read_split
 from jaxtrans.data.translation.tokenizer_digest import tokenizer_digest
 from jaxtrans.errors import UserError
-from jaxtrans.inference.report import evaluate_translations
+from jaxtrans.inference.report import ReportContext, evaluate_translations
 from jaxtrans.tasks.base import Restored
 from jaxtrans.tasks.translation.decoding_settings import (
     decoding_name,
@@ -180,31 +180,27 @@ class TranslationEnsemble:
         members = self.restore_members(checkpoint)
         restored = self.joined(members)
         split_pairs = read_split(self.run_config.data, split)
-        settings = decoding_settings(self.run_config, **(options or {}))
-        name = decoding_name(settings, decoding_settings(self.run_config))
+        search, nbest = decoding_settings(self.run_config, **(options or {}))
+        name = decoding_name(search, decoding_settings(self.run_config).options)
         records = self.member_records(members)
-        stem = f"{split}-ensemble{len(records)}-{self.report_id(records)}-{name}"
-        return evaluate_translations(
-            self.model_config,
-            restored.params,
-            self.tokenizer,
-            split_pairs.pairs,
+        context = ReportContext(
             where,
             restored.step,
             split,
             restored.description,
+            stem=f"{split}-ensemble{len(records)}-{self.report_id(records)}-{name}",
             target_lang=target_language(self.run_config.data),
-            stem=stem,
             lines_skipped=split_pairs.lines_skipped,
             members=records,
-            **settings,
         )
+        model = (self.model_config, restored.params, self.tokenizer)
+        return evaluate_translations(*model, split_pairs.pairs, context, search, nbest)
 
     def predict(
         self, lines: Sequence[str], *, checkpoint="latest", options: dict[str, Any] | None = None
     ) -> list[str]:
         """The ensemble's translation of each line (TranslationTask.predict's options)."""
-        settings = decoding_settings(self.run_config, **(options or {}))
+        decoding = decoding_settings(self.run_config, **(options or {}))
         restored = self.restore_params(checkpoint)
         model = (self.model_config, restored.params, self.tokenizer)
-        return answer_lines(*model, lines, settings, options)
+        return answer_lines(*model, lines, decoding, options)

@@ -4,8 +4,8 @@ jaxtrans.export``), which ``MarianMTModel.from_pretrained`` and
 CTranslate2's Marian converter) and evaluate.py --init_from.
 
     config.json              MarianMTModel's config (models/marian/marian_to_huggingface.py)
-    generation_config.json   beam size and length penalty of the run's eval section, the
-                             padding start token never generated
+    generation_config.json   beam size, length penalty and logits processors of the
+                             run's eval section, the padding start token never generated
     model.safetensors        the checkpoint's parameters under Marian's names, float32
     source.spm, target.spm,  the run's SentencePiece model(s) and vocabularies in Marian's
     vocab.json, ...          order (data/translation/marian_tokenizer_files.py); a run
@@ -25,13 +25,13 @@ import jax
 import numpy as np
 from safetensors.numpy import save_file
 
-from jaxtrans.config_sections import section_values
 from jaxtrans.data.translation.marian_tokenizer_files import (
     huggingface_rows,
     write_marian_tokenizer,
 )
 from jaxtrans.data.translation.tokenizer import tokenizer_dir
 from jaxtrans.errors import UserError
+from jaxtrans.inference.options import DEFAULT_OPTIONS
 from jaxtrans.models.marian.marian_to_huggingface import (
     LEARNED_START_NOTE,
     check_exportable,
@@ -40,7 +40,7 @@ from jaxtrans.models.marian.marian_to_huggingface import (
 )
 from jaxtrans.tasks.base import Task
 from jaxtrans.tasks.export_directory import written_whole
-from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
+from jaxtrans.tasks.translation.decoding_settings import decoding_settings
 
 CONFIG_FILE = "config.json"
 GENERATION_FILE = "generation_config.json"
@@ -56,8 +56,10 @@ def languages(task: Task) -> tuple[str, str]:
 
 def generation_config(task: Task, hf_config: dict) -> dict:
     """How generate() decodes by default: the run's beam size; Hugging Face's length
-    penalty is len ** alpha, the run's alpha when its eval section uses that form."""
-    evaluation = task.run_config.get("eval") or {}
+    penalty is len ** alpha, the run's alpha when its eval section uses that form; the
+    run's repetition_penalty and no_repeat_ngram_size where they are on (generate()
+    has both, with the same meaning)."""
+    options = decoding_settings(task.run_config).options
     pad_id = hf_config["pad_token_id"]
     settings = {
         "decoder_start_token_id": pad_id,
@@ -67,12 +69,15 @@ def generation_config(task: Task, hf_config: dict) -> dict:
         "forced_eos_token_id": None,
         "max_length": hf_config["max_position_embeddings"],
     }
-    decoding = section_values(TranslationEvalConfig, evaluation)
-    settings["num_beams"] = int(decoding.beam_size)
+    settings["num_beams"] = options.beam_size
     # generate() divides by len ** length_penalty: the run's alpha where the run decodes
     # with that form (eval.penalty_form="hf"); GNMT's penalty it cannot express.
-    if decoding.penalty_form == "hf":
-        settings["length_penalty"] = float(decoding.alpha)
+    if options.penalty_form == "hf":
+        settings["length_penalty"] = options.alpha
+    if options.repetition_penalty != DEFAULT_OPTIONS.repetition_penalty:
+        settings["repetition_penalty"] = options.repetition_penalty
+    if options.no_repeat_ngram_size != DEFAULT_OPTIONS.no_repeat_ngram_size:
+        settings["no_repeat_ngram_size"] = options.no_repeat_ngram_size
     return settings
 
 

@@ -16,6 +16,7 @@ from jaxtrans.inference.nbest import Hypothesis, nbest_json, translate_nbest
 from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.translate import translate
 from jaxtrans.models import TransformerConfig
+from jaxtrans.tasks.translation.decoding_settings import Decoding
 
 
 def split_prefixes(
@@ -45,15 +46,13 @@ def translate_with(
     params,
     tokenizer,
     sentences: Sequence[str],
-    settings: dict[str, Any],
+    options: SearchOptions,
+    nbest: int = 0,
     prefix: str | Sequence[str] | None = None,
 ) -> list[str] | list[list[Hypothesis]]:
-    """The translation of each sentence with the decoding ``settings`` (decoding_settings),
-    each starting with its ``prefix`` (one text for all, or one a sentence); for settings
-    nbest N, its n-best list instead (inference.nbest: text, score, logprob)."""
-    settings = dict(settings)
-    nbest = settings.pop("nbest", 0)
-    options = SearchOptions(**settings)
+    """The translation of each sentence decoded as ``options`` say (decoding_settings),
+    each starting with its ``prefix`` (one text for all, or one a sentence); for nbest N,
+    its n-best list instead (inference.nbest: text, score, logprob)."""
     if not nbest:
         return translate(model_config, params, tokenizer, list(sentences), options, prefix=prefix)
     return translate_nbest(
@@ -66,17 +65,19 @@ def answer_lines(
     params,
     tokenizer,
     lines: Sequence[str],
-    settings: dict[str, Any],
-    options: dict[str, Any] | None = None,
+    decoding: Decoding,
+    given: dict[str, Any] | None = None,
 ) -> list[str]:
-    """evaluate.py --input's answer to each line: its translation, or for settings nbest N
-    its n-best list as one JSON object. ``options``: evaluate.py's, whose prefix (a text)
-    or prefix_from_input (SOURCE<TAB>PREFIX lines) force how the translations start."""
-    options = options or {}
+    """evaluate.py --input's answer to each line: its translation, or for ``decoding``'s
+    nbest N its n-best list as one JSON object. ``given``: evaluate.py's flag values,
+    whose prefix (a text) or prefix_from_input (SOURCE<TAB>PREFIX lines) force how the
+    translations start."""
+    given = given or {}
     sources, prefixes = split_prefixes(
-        lines, options.get("prefix"), bool(options.get("prefix_from_input"))
+        lines, given.get("prefix"), bool(given.get("prefix_from_input"))
     )
-    answers = translate_with(model_config, params, tokenizer, sources, settings, prefixes)
-    if not settings.get("nbest"):
+    model = (model_config, params, tokenizer)
+    answers = translate_with(*model, sources, decoding.options, decoding.nbest, prefixes)
+    if not decoding.nbest:
         return answers
     return [nbest_json(source, listed) for source, listed in zip(sources, answers, strict=True)]

@@ -25,18 +25,18 @@ from jaxtrans.data.translation.id_shards import IdShards, ensure_id_shards
 from jaxtrans.data.translation.sources import SplitPairs, read_dev_split, read_split
 from jaxtrans.data.translation.tokenizer import Tokenizer, load_or_train_tokenizer, load_tokenizer
 from jaxtrans.errors import UserError
-from jaxtrans.inference.report import evaluate_translations, translate_and_score
+from jaxtrans.inference.report import ReportContext, evaluate_translations, translate_and_score
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.models.layer_stacks import graft_params
 from jaxtrans.models.model_flops import train_step_flops
 from jaxtrans.tasks.base import Batch, Restored, Task, report_stem
 from jaxtrans.tasks.translation import translation_init
 from jaxtrans.tasks.translation.decoding_settings import (
-    DEFAULT_DECODING,
     decoding_name,
     decoding_settings,
     target_language,
 )
+from jaxtrans.tasks.translation.eval_section import eval_section
 from jaxtrans.tasks.translation.translation_compile import vocabulary_without_data
 from jaxtrans.tasks.translation.translation_loss import translation_loss_sums
 from jaxtrans.tasks.translation.translation_predict import answer_lines
@@ -119,7 +119,7 @@ class TranslationTask(Task):
             value = config.data[key]
             if not isinstance(value, int) or value < 2:
                 raise UserError(f"--config.data.{key}={value!r}: use a whole number >= 2")
-        decoding_settings(config)  # a misspelt eval.penalty_form stops the run here
+        decoding_settings(config)  # a misspelt or unusable eval setting stops the run here
         # First, so that a mistyped --config.data.dev or a broken dev file stops the run
         # before anything is written, rather than dropping dev evaluation at step N.
         dev = read_dev_split(config.data) if config.train.eval_every else _NOT_READ
@@ -159,7 +159,7 @@ class TranslationTask(Task):
         run_config.data = get_data_config().to_dict()
         run_config.data.max_source_length = run_config.data.max_target_length = 512
         # Decoded as transformers' generate() does by default: scores / length ** 1.0.
-        run_config.eval = {**DEFAULT_DECODING, "alpha": 1.0, "penalty_form": "hf"}
+        run_config.eval = eval_section(alpha=1.0, penalty_form="hf").to_dict()
         if config is not None:
             for section in ("data", "eval"):
                 if not isinstance(config.get(section), ml_collections.ConfigDict):
@@ -299,7 +299,7 @@ class TranslationTask(Task):
                     jax.device_get(params) if rows is None else params,
                     self.tokenizer,
                     pairs,
-                    **decoding_settings(self.config),
+                    decoding_settings(self.config).options,
                     target_lang=target_language(self.config.data),
                     rows=rows,
                 )
@@ -337,30 +337,27 @@ class TranslationTask(Task):
         self.check_split(split)
         restored = self.restore_params(checkpoint)
         split_pairs = read_split(self.run_config.data, split)
-        settings = decoding_settings(self.run_config, **(options or {}))
-        name = decoding_name(settings, decoding_settings(self.run_config))
-        return evaluate_translations(
-            self.model_config,
-            restored.params,
-            self.tokenizer,
-            split_pairs.pairs,
+        search, nbest = decoding_settings(self.run_config, **(options or {}))
+        name = decoding_name(search, decoding_settings(self.run_config).options)
+        context = ReportContext(
             self.outdir(outdir),
             restored.step,
             split,
             restored.description,
-            target_lang=target_language(self.run_config.data),
             stem=report_stem(split, restored, f"-{name}"),
+            target_lang=target_language(self.run_config.data),
             lines_skipped=split_pairs.lines_skipped,
-            **settings,
         )
+        model = (self.model_config, restored.params, self.tokenizer)
+        return evaluate_translations(*model, split_pairs.pairs, context, search, nbest)
 
     def predict(self, lines: Sequence[str], *, checkpoint="latest", options=None) -> list[str]:
         """The translation of each line, or with options nbest N its n-best list as JSON;
         options prefix / prefix_from_input force a target prefix (translation_predict)."""
-        settings = decoding_settings(self.run_config, **(options or {}))
+        decoding = decoding_settings(self.run_config, **(options or {}))
         restored = self.restore_params(checkpoint)
         model = (self.model_config, restored.params, self.tokenizer)
-        return answer_lines(*model, lines, settings, options)
+        return answer_lines(*model, lines, decoding, options)
 
     def export(self, output, checkpoint="latest", export_format="huggingface") -> str:
         """A MarianMTModel directory with MarianTokenizer files
@@ -381,20 +378,10 @@ class TranslationTask(Task):
         from jaxtrans.inference.plots import plot_attention, sibling  # matplotlib: when drawing
 
         restored = self.restore_params(checkpoint)
-        settings = decoding_settings(self.run_config, **(options or {}))
+        search = decoding_settings(self.run_config, **(options or {})).options
         masks_png = os.path.splitext(output_png)[0] + "-masks.png"
-        translation = plot_attention(
-            self.model_config,
-            restored.params,
-            self.tokenizer,
-            sentence,
-            output_png,
-            masks_png=masks_png,
-            beam_size=settings["beam_size"],
-            alpha=settings["alpha"],
-            max_extra_length=settings["max_extra_length"],
-            penalty_form=settings["penalty_form"],
-        )
+        model = (self.model_config, restored.params, self.tokenizer)
+        translation = plot_attention(*model, sentence, output_png, search, masks_png=masks_png)
         written = [output_png, *(sibling(output_png, k) for k in ("encoder", "decoder")), masks_png]
         print(f"{sentence}\n-> {translation}\nwrote {', '.join(written)}")
         return translation

@@ -18,9 +18,10 @@ if REPO not in sys.path:
 from configs import base, bert_base, demo  # noqa: E402
 from jaxtrans.config_sections import complete_section, section_values  # noqa: E402
 from jaxtrans.errors import UserError  # noqa: E402
+from jaxtrans.inference.options import DEFAULT_OPTIONS  # noqa: E402
 from jaxtrans.programs import config_names  # noqa: E402
 from jaxtrans.tasks.run_config import complete_run_config, translation_run_config  # noqa: E402
-from jaxtrans.tasks.translation.decoding_settings import DEFAULT_DECODING  # noqa: E402
+from jaxtrans.tasks.translation.decoding_settings import SECTION_FIELDS  # noqa: E402
 from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig  # noqa: E402
 from jaxtrans.training.run_sections import MeshConfig, OptimizerConfig, TrainConfig  # noqa: E402
 
@@ -44,7 +45,13 @@ def test_base_is_the_package_default_and_its_sections_the_dataclass_defaults():
 
 def test_decoding_defaults_are_the_eval_section_defaults():
     defaults = dataclasses.asdict(TranslationEvalConfig())
-    assert {name: defaults[name] for name in DEFAULT_DECODING} == DEFAULT_DECODING
+    searched = {name: getattr(DEFAULT_OPTIONS, name) for name in SECTION_FIELDS}
+    assert {name: defaults[name] for name in SECTION_FIELDS} == searched
+    # Every search setting but sampling's (given, never in a config) is in the section.
+    assert set(SECTION_FIELDS) == {
+        "beam_size", "alpha", "penalty_form", "max_extra_length", "batch_size",
+        "repetition_penalty", "no_repeat_ngram_size",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ from PIL import Image
 from tiny_configs import WordTokenizer, tiny_transformer_config
 
 from jaxtrans.inference.bleu import corpus_scores
+from jaxtrans.inference.options import SearchOptions
 from jaxtrans.inference.plots import plot_attention
-from jaxtrans.inference.report import evaluate_translations
+from jaxtrans.inference.report import ReportContext, evaluate_translations
 from jaxtrans.models import Transformer
 
 HYPOTHESES = [
@@ -69,20 +70,22 @@ def params():
 def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys):
     pairs = [("5 6 7", "6 5 4"), ("8 9 10 11 12", "9 9 12"), ("9 9", "2 2 2")]
     report = evaluate_translations(
-        CONFIG, params(), WordTokenizer(), pairs, str(tmp_path), 1200, "test", "latest",
-        beam_size=2, alpha=0.6, batch_size=4, max_extra_length=3,
+        CONFIG, params(), WordTokenizer(), pairs,
+        ReportContext(str(tmp_path), 1200, "test", "latest"),
+        SearchOptions(beam_size=2, alpha=0.6, batch_size=4, max_extra_length=3),
     )  # fmt: skip
     written = json.loads((tmp_path / "test-step1200.json").read_text())
     assert written == report
     required = {
         "step", "split", "checkpoint", "bleu", "chrf", "signature", "num_sentences",
         "lines_read", "lines_skipped", "beam_size", "alpha", "decode_seconds",
-        "sentences_per_sec",
+        "sentences_per_sec", "repetition_penalty", "no_repeat_ngram_size",
     }  # fmt: skip
     assert required <= written.keys()
     assert (written["step"], written["split"], written["checkpoint"]) == (1200, "test", "latest")
     assert (written["num_sentences"], written["beam_size"], written["alpha"]) == (3, 2, 0.6)
     assert (written["lines_read"], written["lines_skipped"]) == (3, 0)
+    assert (written["repetition_penalty"], written["no_repeat_ngram_size"]) == (1.0, 0)
     assert written["sentences_per_sec"] == pytest.approx(3 / written["decode_seconds"])
 
     hypotheses = (tmp_path / "test-step1200.hyp.txt").read_text().splitlines()
@@ -98,6 +101,7 @@ def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys
     markdown = (tmp_path / "test-step1200.md").read_text()
     assert f"{written['bleu']:.2f}" in markdown and "| 9 9 | 2 2 2 |" in markdown
     assert "| sentences | 3 sentences |" in markdown  # nothing skipped, nothing said
+    assert "logits processors" not in markdown  # none on, none said
     printed = capsys.readouterr().out
     assert "| # | source | reference | hypothesis |" in printed and "8 9 10 11 12" in printed
     assert "lines read" not in printed
@@ -107,10 +111,14 @@ def test_report_files_carry_the_exact_keys_and_sacrebleu_scores(tmp_path, capsys
 def test_skipped_lines_are_counted_in_the_report_the_markdown_and_the_console(tmp_path, capsys):
     pairs = [("5 6 7", "6 5 4"), ("9 9", "2 2 2")]
     report = evaluate_translations(
-        CONFIG, params(), WordTokenizer(), pairs, str(tmp_path), 7, "dev", "step 7",
-        beam_size=1, max_extra_length=3, stem="dev-step7-greedy", lines_skipped=5,
+        CONFIG, params(), WordTokenizer(), pairs,
+        ReportContext(str(tmp_path), 7, "dev", "step 7", stem="dev-step7-greedy", lines_skipped=5),
+        SearchOptions(beam_size=1, max_extra_length=3, no_repeat_ngram_size=2),
     )  # fmt: skip
     assert (report["lines_read"], report["lines_skipped"], report["num_sentences"]) == (7, 5, 2)
+    assert (report["repetition_penalty"], report["no_repeat_ngram_size"]) == (1.0, 2)
+    markdown = (tmp_path / "dev-step7-greedy.md").read_text()
+    assert "| logits processors | no_repeat_ngram_size 2 |" in markdown
     assert json.loads((tmp_path / "dev-step7-greedy.json").read_text()) == report
     said = "2 sentences (7 lines read, 5 malformed skipped)"
     assert f"| sentences | {said} |" in (tmp_path / "dev-step7-greedy.md").read_text()
@@ -122,8 +130,8 @@ def test_skipped_lines_are_counted_in_the_report_the_markdown_and_the_console(tm
 def test_attention_picture_is_a_valid_png(tmp_path):
     output, masks = tmp_path / "attention.png", tmp_path / "masks.png"
     translation = plot_attention(
-        CONFIG, params(), WordTokenizer(), "5 6 7 8", str(output), masks_png=str(masks),
-        beam_size=1, max_extra_length=3,
+        CONFIG, params(), WordTokenizer(), "5 6 7 8", str(output),
+        SearchOptions(beam_size=1, max_extra_length=3), masks_png=str(masks),
     )  # fmt: skip
     assert isinstance(translation, str)
     siblings = [tmp_path / f"attention-{kind}.png" for kind in ("encoder", "decoder")]

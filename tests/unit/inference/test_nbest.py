@@ -14,7 +14,7 @@ from tiny_configs import WordTokenizer
 from jaxtrans.errors import UserError
 from jaxtrans.inference.nbest import check_nbest, nbest_ids, nbest_json, translate_nbest
 from jaxtrans.inference.options import SearchOptions
-from jaxtrans.inference.report import evaluate_translations
+from jaxtrans.inference.report import ReportContext, evaluate_translations
 from jaxtrans.inference.translate import translate_ids
 from jaxtrans.tasks.translation.decoding_settings import decoding_settings
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -138,11 +138,12 @@ def test_translated_lists_are_the_texts_of_the_id_lists_and_their_json_lines():
 def test_a_report_with_nbest_scores_the_first_hypothesis_and_writes_the_lists_beside(tmp_path):
     config, params = tiny_model()
     pairs = [("5 6 7", "6 5 4"), ("8 9 10 11 12", "9 9 12"), ("9 9", "2 2 2")]
-    common = dict(beam_size=3, max_extra_length=3, printer=lambda _: None)
-    evaluate_translations(config, params, WordTokenizer(), pairs, str(tmp_path / "plain"), 5,
-                          "test", "latest", **common)  # fmt: skip
-    report = evaluate_translations(config, params, WordTokenizer(), pairs, str(tmp_path), 5,
-                                   "test", "latest", nbest=3, **common)  # fmt: skip
+    options = SearchOptions(beam_size=3, max_extra_length=3)
+    quiet = dict(step=5, split="test", checkpoint="latest", printer=lambda _: None)
+    plain = ReportContext(str(tmp_path / "plain"), **quiet)
+    evaluate_translations(config, params, WordTokenizer(), pairs, plain, options)
+    context = ReportContext(str(tmp_path), **quiet)
+    report = evaluate_translations(config, params, WordTokenizer(), pairs, context, options, 3)
     plain = json.loads((tmp_path / "plain" / "test-step5.json").read_text())
     assert (report["bleu"], report["chrf"]) == (plain["bleu"], plain["chrf"])
     assert (report["nbest"], report["nbest_file"]) == (3, "test-step5.nbest.jsonl")
@@ -156,8 +157,8 @@ def test_a_report_with_nbest_scores_the_first_hypothesis_and_writes_the_lists_be
 
 def test_nbest_is_checked_against_the_beam_and_sampling_with_one_line_errors():
     run = ml_collections.ConfigDict({"eval": {"beam_size": 4}})
-    assert decoding_settings(run)["nbest"] == 0
-    assert decoding_settings(run, nbest=4)["nbest"] == 4
+    assert decoding_settings(run).nbest == 0
+    assert decoding_settings(run, nbest=4).nbest == 4
     for given, message in (
         ({"nbest": 5}, r"^nbest=5 with beam_size=4: .* give beam_size >= 5$"),
         ({"nbest": 2, "beam_size": 1}, r"^nbest=2 with beam_size=1: "),

@@ -191,16 +191,16 @@ def test_bad_sampling_settings_are_one_line_errors(given, message):
 def test_sampling_takes_beam_size_one_and_gets_a_report_name_of_its_own():
     import ml_collections
 
-    run = decoding_settings(ml_collections.ConfigDict({"eval": {"beam_size": 4}}))
-    assert (run["sampling"], run["temperature"], run["top_k"], run["top_p"], run["seed"]) == (
+    run = decoding_settings(ml_collections.ConfigDict({"eval": {"beam_size": 4}})).options
+    assert (run.sampling, run.temperature, run.top_k, run.top_p, run.seed) == (
         False, 1.0, 0, 1.0, 0,
     )  # fmt: skip
     settings = decoding_settings(
         ml_collections.ConfigDict({"eval": {"beam_size": 4}}),
         sampling=True, temperature=0.7, top_p=0.9, beam_size=1,
-    )  # fmt: skip
-    assert settings["beam_size"] == 1
+    ).options  # fmt: skip
+    assert settings.beam_size == 1
     assert decoding_name(settings, run) == "sample-t0.7-k0-p0.9-s0"
-    changed = {**settings, "top_k": 5, "seed": 2, "max_extra_length": 9}
+    changed = settings.replace(top_k=5, seed=2, max_extra_length=9)
     assert decoding_name(changed, run) == "sample-t0.7-k5-p0.9-s2-maxextra9"
     assert decoding_name(run, run) == "beam4"

@@ -99,10 +99,8 @@ def test_ctranslate2_searches_find_jaxtrans_hypotheses(name, beam_size, alpha, t
         SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=8, penalty_form="hf"),
     )  # fmt: skip
     pieces = tokens(VOCAB)
-    theirs = translate_tokens(
-        translator, [[pieces[i] for i in s] for s in ids], beam_size=beam_size, alpha=alpha,
-        max_extra_length=8,
-    )  # fmt: skip
+    options = SearchOptions(beam_size=beam_size, alpha=alpha, max_extra_length=8, penalty_form="hf")
+    theirs = translate_tokens(translator, [[pieces[i] for i in s] for s in ids], options)
     names = tokens(config.output_vocab_size)
     assert [[names[i] for i in hypothesis] for hypothesis in ours] == theirs
     # Some end before their limit, some run to it: both ways of finishing are compared.
@@ -112,5 +110,7 @@ def test_ctranslate2_searches_find_jaxtrans_hypotheses(name, beam_size, alpha, t
         ours = translate_ids(
             config, params, [[*s, EOS_ID] for s in ids], SearchOptions(**exit_early)
         )
-        theirs = translate_tokens(translator, [[pieces[i] for i in s] for s in ids], **exit_early)
+        theirs = translate_tokens(
+            translator, [[pieces[i] for i in s] for s in ids], SearchOptions(**exit_early)
+        )
         assert [[names[i] for i in hypothesis] for hypothesis in ours] == theirs

@@ -49,7 +49,7 @@ def refused(config: ml_collections.ConfigDict, **given) -> str:
 
 
 def test_a_beam_wider_than_the_target_vocabulary_is_refused_naming_its_size():
-    assert decoding_settings(run_config(), beam_size=300)["beam_size"] == 300
+    assert decoding_settings(run_config(), beam_size=300).options.beam_size == 300
     message = refused(run_config(), beam_size=301)
     assert "beam_size=301 is wider than the target vocabulary (300 tokens)" in message
     assert "beam_size <= 300" in message
@@ -67,12 +67,12 @@ def test_an_nbest_list_longer_than_the_vocabulary_asks_for_a_shorter_list_not_a_
 def test_the_vocabulary_is_not_checked_before_the_tokenizer_has_sized_it():
     # A config at train start (TranslationTask.from_config): no vocab_size yet.
     unresolved = run_config(resolved=False)
-    assert decoding_settings(unresolved, beam_size=1000, batch_size=1)["beam_size"] == 1000
+    assert decoding_settings(unresolved, beam_size=1000, batch_size=1).options.beam_size == 1000
 
 
 def test_learned_positions_limit_max_extra_length_to_max_len():
     learned = run_config(position="learned", max_len=64)
-    assert decoding_settings(learned, max_extra_length=64)["max_extra_length"] == 64
+    assert decoding_settings(learned, max_extra_length=64).options.max_extra_length == 64
     message = refused(learned, max_extra_length=65)
     assert "learned positions end at model.max_len=64" in message
     assert "max_extra_length <= 64" in message
@@ -93,7 +93,7 @@ def test_the_decoder_cache_of_a_batch_must_fit_the_memory_budget():
     assert cache_bytes_per_token(TransformerConfig(d_model=32, num_decoder_layers=2)) == per_token
     tokens = SOURCE_LENGTH + 50
     largest = DECODING_MEMORY_GIB * 2**30 // (4 * tokens * per_token)
-    assert decoding_settings(run_config(), batch_size=largest)["batch_size"] == largest
+    assert decoding_settings(run_config(), batch_size=largest).options.batch_size == largest
     message = refused(run_config(), batch_size=largest + 1)
     assert f"beam_size=4 x batch_size={largest + 1} x (data.max_source_length=32" in message
     assert f"over the {DECODING_MEMORY_GIB} GiB" in message
@@ -108,8 +108,8 @@ def test_huge_sizes_are_refused_by_the_first_limit_they_pass():
 
 
 def test_sizes_below_one_and_invalid_models_are_left_to_their_own_checks():
-    # translate.check_search refuses sizes below 1; the model's own check a bad model.
-    assert decoding_settings(run_config(), beam_size=-(10**6), batch_size=-(10**6))
+    # SearchOptions.check refuses sizes below 1; the model's own check a bad model.
+    assert "each must be at least 1" in refused(run_config(), beam_size=-(10**6))
     assert decoding_settings(run_config(dtype="float8"), batch_size=10**9)
     assert decoding_settings(ml_collections.ConfigDict(), batch_size=10**9)
 
@@ -121,9 +121,9 @@ def test_no_shipped_config_comes_near_the_limits(name):
     config = importlib.import_module(f"configs.{name}").get_config()
     config.model.vocab_size = config.data.vocab_size  # as the tokenizer resolves it
     assert decoding_model(config) is not None
-    settings = decoding_settings(config)
+    settings = decoding_settings(config).options
     assert decoding_settings(
         config,
-        beam_size=min(settings["beam_size"] * 4, config.data.vocab_size),
-        batch_size=settings["batch_size"] * 4,
+        beam_size=min(settings.beam_size * 4, config.data.vocab_size),
+        batch_size=settings.batch_size * 4,
     )

@@ -28,6 +28,15 @@ def test_a_gnmt_penalty_run_leaves_generates_own_length_penalty():
     assert "length_penalty" not in settings and settings["num_beams"] == 4
 
 
+def test_the_logits_processors_are_exported_where_they_are_on():
+    settings = generation_config(
+        run_with_eval(repetition_penalty=1.2, no_repeat_ngram_size=3), HF_CONFIG
+    )
+    assert (settings["repetition_penalty"], settings["no_repeat_ngram_size"]) == (1.2, 3)
+    plain = generation_config(run_with_eval(), HF_CONFIG)
+    assert "repetition_penalty" not in plain and "no_repeat_ngram_size" not in plain
+
+
 def test_an_older_run_without_an_eval_section_takes_the_defaults():
     settings = generation_config(
         types.SimpleNamespace(run_config=ml_collections.ConfigDict()), HF_CONFIG
