@@ -8,11 +8,12 @@ and reorders the cache to follow the live ones. A forced target prefix keeps eve
 on the prefix and counts the prefix tokens' log-probabilities in the score.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.inference.logits_processors import Processor, processed
 from jaxtrans.inference.options import PENALTY_FORMS, PenaltyForm
 from jaxtrans.inference.search import Cache, StepFn, allowed_logits, forced_tokens
 from jaxtrans.inference.top_tokens import log_softmax_top_k, top_k
@@ -98,6 +99,29 @@ def _only_forced(logits: jnp.ndarray, forced: jnp.ndarray, pad_id: int) -> jnp.n
     return jnp.where((forced != pad_id)[:, None] & other, -jnp.inf, logits)
 
 
+def _processed_top_k(
+    processors: Sequence[Processor],
+    logits: jnp.ndarray,
+    tokens: jnp.ndarray,
+    i: jnp.ndarray,
+    n: int,
+    forced: jnp.ndarray | None,
+    pad_id: int,
+) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """log_softmax_top_k's n best of each row, taken from log_softmax(logits [rows, vocab])
+    after the processors (tokens [rows, max_len]: each row's hypothesis so far), as
+    transformers' beam search takes them: not renormalised. A row that forces a token
+    (forced [rows], not PAD) keeps its log-probability unprocessed."""
+    logprobs = jax.nn.log_softmax(logits, axis=-1)
+    scores = processed(processors, logprobs, tokens, i)
+    if forced is not None:
+        scores = _only_forced(
+            jnp.where((forced != pad_id)[:, None], logprobs, scores), forced, pad_id
+        )
+    values, chosen = top_k(scores, n)
+    return values, chosen.astype(jnp.int32)
+
+
 def beam_search(
     step_fn: StepFn,
     cache: Cache,
@@ -114,6 +138,7 @@ def beam_search(
     return_logprobs: bool = False,
     reorder: Callable[[Cache, jnp.ndarray], Cache] = gather_rows,
     run: Callable[[Callable, Callable, dict], dict] | None = None,
+    processors: Sequence[Processor] = (),
 ) -> tuple[jnp.ndarray, ...]:
     """Beam search with the length penalty ((5 + len) / 6) ** alpha, or len ** alpha with
     ``penalty_form="hf"`` (alpha >= 0; see ``length_penalty``).
@@ -146,6 +171,12 @@ def beam_search(
     run(running, step, state) -> the final state: how the loop runs (state["i"] the step,
     state["cache"] the cache; staged_search.beam_run; None: one lax.while_loop).
 
+    processors: logits processors (logits_processors.py) run, every step, on each live
+    hypothesis' log_softmax given its tokens so far, before its log-probability is added,
+    as transformers' beam search runs them; a hypothesis then sums the processed values
+    (its "log-probability" below). They never raise a value above 0, so the stopping
+    rule stays exact.
+
     Returns finished tokens [batch, beam_size, max_len] and their scores
     [batch, beam_size], best first (-inf marks an empty slot); with return_logprobs also
     their summed log-probabilities [batch, beam_size] (score * length_penalty(length)).
@@ -166,8 +197,15 @@ def beam_search(
         vocab = logits.shape[-1]
         # The prefix's token alone may extend a beam, with its own log-probability, so
         # the prefix counts in the score.
-        ranked = None if forced is None else _only_forced(logits, forced_rows[:, i], pad_id)
-        beam_logprobs, beam_tokens = log_softmax_top_k(logits, min(2 * k, vocab), ranked)
+        forced_now = None if forced is None else forced_rows[:, i]
+        if processors:
+            beam_logprobs, beam_tokens = _processed_top_k(
+                processors, logits, live_tokens.reshape(batch * k, -1), i, min(2 * k, vocab),
+                forced_now, pad_id,
+            )  # fmt: skip
+        else:
+            ranked = None if forced is None else _only_forced(logits, forced_now, pad_id)
+            beam_logprobs, beam_tokens = log_softmax_top_k(logits, min(2 * k, vocab), ranked)
         at_limit = (i + 1 >= max_lengths)[:, None]
 
         # One top-k serves both sets: each live hypothesis has a single EOS extension, so

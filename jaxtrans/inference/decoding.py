@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from jaxtrans.inference.beam_search import beam_search, gather_rows, tile_beams
 from jaxtrans.inference.decode_plan import decode_plan
 from jaxtrans.inference.ensemble import ModelConfig, ensemble_decoder, is_ensemble, members
+from jaxtrans.inference.logits_processors import logits_processors
 from jaxtrans.inference.options import DEFAULT_OPTIONS, SearchOptions
 from jaxtrans.inference.search import Decoder, StepFn, greedy_search, sample_search
 from jaxtrans.inference.staged_search import beam_run, staged_run
@@ -193,6 +194,7 @@ def greedy_decode(
         pad_id=pad_id,
         prefix=prefix,
         run=staged_run(plan, narrow, widen_cache),
+        processors=logits_processors(options),
     )
 
 
@@ -232,6 +234,7 @@ def sample_decode(
         pad_id=pad_id,
         prefix=prefix,
         run=staged_run(plan, narrow, widen_cache),
+        processors=logits_processors(options),
     )
 
 
@@ -283,6 +286,7 @@ def beam_decode(
         return_logprobs=return_logprobs,
         reorder=reorder_cache,
         run=beam_run(plan, widen_cache),
+        processors=logits_processors(options),
     )
     return tuple(x[:, 0] for x in found) if best_only else found
 

@@ -19,16 +19,20 @@ A forced target prefix (``prefix`` [batch, prefix_len], PAD after each row's end
 step i emit prefix[:, i] wherever it is not PAD: the output starts with the prefix and
 the search goes on from the cache the steps built over it.
 
+Logits processors (``processors``, logits_processors.py) change each step's logits, given
+the tokens so far (the prefix's included), before the token is chosen.
+
 How the loop is run is the caller's (``run``): one while_loop to the end by default, or
 in stages (staged_search.py: fewer rows, a wider cache), with the same tokens either way.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from jaxtrans.inference.logits_processors import Processor, processed
 from jaxtrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 Cache = Any
@@ -100,13 +104,14 @@ LoopState = tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray, Cache]
 
 
 class TokenLoop(NamedTuple):
-    """The token search's loop: ``choose`` picks each row's token from its allowed logits,
-    ``forced`` [batch, max_len] (or None) overrides it where not PAD."""
+    """The token search's loop: ``choose`` picks each row's token from its allowed logits
+    after the ``processors``, ``forced`` [batch, max_len] (or None) overrides it where not PAD."""
 
     choose: Callable
     forced: jnp.ndarray | None
     ids: tuple[int, int, int]
     max_len: int
+    processors: tuple[Processor, ...] = ()
 
     def run(self, rows_left: int, step_fn, state, rows: Rows, until: int | None = None):
         """Steps while more than ``rows_left`` rows run, up to step ``until`` (max_len)."""
@@ -121,7 +126,8 @@ class TokenLoop(NamedTuple):
         def step(state):
             i, tokens, last, done, cache = state
             logits, cache = step_fn(cache, last, i)
-            token = self.choose(allowed_logits(logits, pad_id, bos_id), i, rows.sentences)
+            scores = processed(self.processors, allowed_logits(logits, pad_id, bos_id), tokens, i)
+            token = self.choose(scores, i, rows.sentences)
             if forced is not None:
                 token = jnp.where(forced[:, i] != pad_id, forced[:, i], token)
             token = jnp.where(done, pad_id, token)
@@ -137,12 +143,15 @@ class TokenLoop(NamedTuple):
 Run = Callable[[TokenLoop, StepFn, LoopState, Rows], jnp.ndarray]
 
 
-def _token_search(step_fn, cache, max_lengths, max_len, choose, ids, prefix, run: Run | None):
-    """One token a row a step: ``choose(allowed_logits [rows, vocab], i, sentences [rows])
-    -> [rows]``, or the prefix's token where it forces one."""
+def _token_search(
+    step_fn, cache, max_lengths, max_len, choose, ids, prefix, run: Run | None, processors
+):
+    """One token a row a step: ``choose(processed allowed_logits [rows, vocab], i, sentences
+    [rows]) -> [rows]``, or the prefix's token where it forces one."""
     batch = max_lengths.shape[0]
     pad_id = ids[2]
-    loop = TokenLoop(choose, forced_tokens(prefix, max_len, pad_id), ids, max_len)
+    forced = forced_tokens(prefix, max_len, pad_id)
+    loop = TokenLoop(choose, forced, ids, max_len, tuple(processors))
     # The running rows: row r decodes sentence sentences[r].
     rows = Rows(jnp.arange(batch, dtype=jnp.int32), jnp.minimum(max_lengths, max_len))
     state = (
@@ -168,16 +177,21 @@ def greedy_search(
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
     run: Run | None = None,
+    processors: Sequence[Processor] = (),
 ) -> jnp.ndarray:
     """The most probable next token at every step, after the forced ``prefix`` if given.
 
     max_lengths [batch]: tokens each row may produce (EOS included, the prefix too); 0
     marks a dummy row. max_len: static length of the output buffer. prefix [batch,
     prefix_len]: forced tokens, PAD after each row's end. run: how the loop runs (Run;
-    None: one while_loop). Returns tokens [batch, max_len] int32.
+    None: one while_loop). processors: logits processors (logits_processors.py) run on
+    each step's logits, PAD and BOS at -inf, before the argmax. Returns tokens
+    [batch, max_len] int32.
     """
     ids = (bos_id, eos_id, pad_id)
-    return _token_search(step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, run)
+    return _token_search(
+        step_fn, cache, max_lengths, max_len, _most_probable, ids, prefix, run, processors
+    )
 
 
 def sampling_logits(
@@ -227,6 +241,7 @@ def sample_search(
     pad_id: int = PAD_ID,
     prefix: jnp.ndarray | None = None,
     run: Run | None = None,
+    processors: Sequence[Processor] = (),
 ) -> jnp.ndarray:
     """A token drawn at every step from ``sampling_logits`` (never PAD or BOS), in
     greedy_search's loop; temperature 0 is greedy search exactly.
@@ -234,6 +249,8 @@ def sample_search(
     keys [batch]: a PRNG key per row (``row_keys``); step i draws with fold_in(key, i), so
     the same keys and inputs give the same tokens. prefix, run: as for greedy_search (the
     draws start after the prefix; a row keeps its key, by its sentence, in any stage).
+    processors: logits processors (logits_processors.py) run on each step's logits before
+    the temperature, top_k and top_p (and before the argmax of temperature 0).
     Returns tokens [batch, max_len] int32.
     """
     temperature = jnp.asarray(temperature, jnp.float32)
@@ -246,4 +263,4 @@ def sample_search(
         return jnp.where(greedy, argmax(logits), drawn)
 
     ids = (bos_id, eos_id, pad_id)
-    return _token_search(step_fn, cache, max_lengths, max_len, choose, ids, prefix, run)
+    return _token_search(step_fn, cache, max_lengths, max_len, choose, ids, prefix, run, processors)

@@ -7,6 +7,8 @@ search) equal jaxtrans.Translator's, float32, on the demo's test sentences.
   ct2-transformers-converter (TransformersConverter), and its --format ctranslate2 export.
 - A configs/small_data.py-shaped run (Pre-LN, epsilon 1e-6, a learned start row), which the
   Marian export refuses: --format ctranslate2.
+- Greedy search with a repetition penalty and an n-gram ban (--format ctranslate2 of the
+  Post-LN run): the same translations as Translator.translate with the same settings.
 - A workdir of an older version (its config.json without decoder_start_embedding): it
   restores with the learned start it was trained with, the Marian export refuses it in one
   line, --format ctranslate2 converts it exactly.
@@ -226,6 +228,34 @@ def test_format_ctranslate2_translates_as_jaxtrans(
     translator = jaxtrans.Translator.load(request.getfixturevalue(f"{name}_run"))
     pieces = direct_translation(direct[name], sentences, beam_size, alpha)
     assert_translates_as_jaxtrans(translator, sentences, pieces, beam_size, alpha)
+
+
+@pytest.fixture(scope="module")
+def direct_post_ln(post_ln_run, tmp_path_factory):
+    """The post-LN run's --format ctranslate2 directory alone."""
+    return export(
+        post_ln_run, tmp_path_factory.mktemp("post_ln_only") / "ct2", "--format", "ctranslate2"
+    )
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(repetition_penalty=1.3), dict(repetition_penalty=1.2, no_repeat_ngram_size=2)]
+)
+def test_greedy_search_with_logits_processors_translates_as_jaxtrans(
+    post_ln_run, direct_post_ln, sentences, settings
+):
+    """Both run the processors on the logits in greedy search (CTranslate2's beam search
+    renormalises after them, jaxtrans's does not: ctranslate2_decoding refuses that)."""
+    cutter = spm.SentencePieceProcessor(model_file=os.path.join(direct_post_ln, "source.spm"))
+    join = spm.SentencePieceProcessor(model_file=os.path.join(direct_post_ln, "target.spm"))
+    ct2 = ctranslate2.Translator(direct_post_ln, device="cpu")
+    sources = [cutter.encode(s, out_type=str) for s in sentences]
+    greedy = SearchOptions(beam_size=1, alpha=0.0, max_extra_length=MAX_EXTRA)
+    pieces = translate_tokens(ct2, sources, greedy.replace(**settings))
+    translator = jaxtrans.Translator.load(post_ln_run)
+    ours = translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA, **settings)
+    assert [join.decode_pieces(p) for p in pieces] == ours
+    assert ours != translator.translate(sentences, beam_size=1, max_extra_length=MAX_EXTRA)
 
 
 def test_the_directory_holds_the_model_and_what_cuts_and_joins_its_text(direct):

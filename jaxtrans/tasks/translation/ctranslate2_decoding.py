@@ -22,9 +22,12 @@ ct2-transformers-converter) gives jaxtrans's translations token for token:
                          stops after K finished hypotheses and may miss a later, better one
                          (faster; docs/benchmarks.md counts how often). With alpha 0 it stops
                          when the best candidate ends, which is exact.
-    repetition_penalty   the options' (1.0: none): the logits of tokens already in the
-                         output divided by it (multiplied where negative)
-    no_repeat_ngram_size the options' (0: none): no n-gram of this many tokens twice
+    repetition_penalty,  the options' (1.0 and 0: none), as jaxtrans's logits processors
+    no_repeat_ngram_size (inference/logits_processors.py) in greedy search: both run them
+                         on the logits there, given the tokens so far. In beam search
+                         CTranslate2 runs them on the logits before its log_softmax,
+                         renormalising what they leave, where jaxtrans (as transformers)
+                         runs them on the log_softmax: refused with beam_size > 1
     disable_unk False, sampling_topk 1: its defaults, written out: jaxtrans has neither
 """
 
@@ -43,6 +46,12 @@ def search_options(
     ``options``' beam size, length penalty and logits processors (checked first); patience
     None: the exact search (max_length when alpha > 0), else CTranslate2's own."""
     options.check()
+    processors = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size
+    if options.beam_size > 1 and processors:
+        raise UserError(
+            "repetition_penalty / no_repeat_ngram_size with beam_size > 1: CTranslate2 "
+            "renormalises the processed logits, jaxtrans does not; compare greedy search"
+        )
     alpha = float(options.alpha)
     if options.penalty_form == "gnmt" and alpha and options.beam_size > 1:
         raise UserError(
@@ -79,6 +88,8 @@ def translate_tokens(
     position_limit: int | None = None,
     patience: float | None = None,
     end_token: str = EOS_PIECE,
+    repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> list[list[str]]:
     """Translate source token lists with a ``ctranslate2.Translator`` as jaxtrans would
     with ``options`` (beam size, length penalty, max_extra_length, batch_size, logits

@@ -1,6 +1,6 @@
 """N-best lists (inference.nbest): their scores against the model re-scoring each hypothesis
 under teacher forcing, their order and distinctness, nbest 1 against the ordinary output,
-the report's .nbest.jsonl and the settings' errors."""
+the report's .nbest.jsonl, the settings' errors, and lists with logits processors."""
 
 import functools
 import json
@@ -172,3 +172,20 @@ def test_nbest_is_checked_against_the_beam_and_sampling_with_one_line_errors():
         check_nbest(2.5, 4)
     with pytest.raises(UserError, match=r"^nbest=3 with beam_size=2: "):
         nbest_ids(*tiny_model(), sentences(), 3, SearchOptions(beam_size=2))
+
+
+def repeats_a_bigram(ids: list[int]) -> bool:
+    bigrams = list(zip(ids[:-1], ids[1:], strict=True))
+    return len(set(bigrams)) < len(bigrams)
+
+
+@pytest.mark.slow
+def test_lists_with_logits_processors_start_with_the_beam_output_and_never_repeat_a_bigram():
+    config, params = tiny_model()
+    search = SEARCH.replace(repetition_penalty=1.3, no_repeat_ngram_size=2)
+    found = nbest_ids(config, params, sentences(), 4, search)
+    ordinary = translate_ids(config, params, sentences(), search)
+    assert [hypotheses[0].ids for hypotheses in found] == ordinary
+    assert ordinary != translate_ids(config, params, sentences(), SEARCH)
+    assert not any(repeats_a_bigram(h.ids) for hypotheses in found for h in hypotheses)
+    assert any(repeats_a_bigram(h.ids) for hypotheses in lists(4) for h in hypotheses)

@@ -56,6 +56,8 @@ VARIANTS = {
         scale_embedding=True,
     ),
 }
+# transformers' logits processors, as generate and SearchOptions name them.
+PROCESSORS = dict(repetition_penalty=1.5, no_repeat_ngram_size=2)
 # A bias on </s> per variant, so that some outputs end before the length limit, some not.
 EOS_BIAS = {"shared": 6.0, "separate": 3.5, "start_row": 6.0, "start_token": 4.0}
 
@@ -214,6 +216,29 @@ def test_beam_search_with_hf_length_penalty_equals_marian_generate(marian):
     )
     np.testing.assert_array_equal(np.asarray(tokens)[:, 0], expected)
     assert any(EOS_ID in row for row in expected.tolist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_logits_processors_equal_marian_generate_with_the_same_settings(marian, beam_size):
+    """repetition_penalty and no_repeat_ngram_size as transformers runs them: on the
+    logits in greedy search, on the log-probabilities in beam search."""
+    directory, model, hf = marian
+    config, params, source, mask, src_ids, lengths = _model_inputs(directory, hf)
+    search = dict(num_beams=beam_size, length_penalty=1.0, early_stopping="never")
+    expected = _generate(model, hf, source, mask, **search, **PROCESSORS)
+    assert not np.array_equal(expected, _generate(model, hf, source, mask, **search))
+    options = SearchOptions(beam_size=beam_size, alpha=1.0, penalty_form="hf", **PROCESSORS)
+    if beam_size == 1:
+        got = greedy_decode(
+            params, src_ids, lengths, options, config=config, max_len=MAX_NEW_TOKENS
+        )
+    else:
+        got, _ = beam_decode(
+            params, src_ids, lengths, options, config=config, max_len=MAX_NEW_TOKENS,
+            best_only=True,
+        )  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(got), expected)
 
 
 def test_the_decoder_starts_where_the_directory_starts_it(marian):

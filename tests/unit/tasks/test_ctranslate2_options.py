@@ -19,8 +19,8 @@ def test_the_length_penalty_is_hf_alpha_counting_the_end_token():
 
 
 def test_the_logits_processors_are_carried_to_translate_batch():
-    options = HF.replace(repetition_penalty=1.3, no_repeat_ngram_size=2)
-    settings = search_options(options, max_length=40)
+    greedy = HF.replace(beam_size=1, repetition_penalty=1.3, no_repeat_ngram_size=2)
+    settings = search_options(greedy, max_length=40)
     assert (settings["repetition_penalty"], settings["no_repeat_ngram_size"]) == (1.3, 2)
     assert isinstance(settings["no_repeat_ngram_size"], int)
 
@@ -52,3 +52,11 @@ def test_the_gnmt_penalty_is_refused_where_it_would_change_the_search():
 def test_unusable_options_are_a_user_error(bad, message):
     with pytest.raises(UserError, match=message):
         search_options(HF.replace(**bad), 40)
+
+
+def test_logits_processors_are_refused_in_beam_search():
+    """CTranslate2's beam search renormalises the processed logits; jaxtrans's does not."""
+    for processors in (dict(repetition_penalty=1.3), dict(no_repeat_ngram_size=2)):
+        with pytest.raises(UserError, match="renormalises") as error:
+            search_options(HF.replace(**processors), 40)
+        assert "\n" not in str(error.value)
