@@ -15,7 +15,7 @@ compiler's peak bytes (memory_analysis: temp + arguments + outputs), bytes acces
 FLOPs (cost_analysis; "-" where the backend gives none), and the median time of a call.
 Each (shape, dtype) has its own plain row to compare with.
 
-The compiler counts a loop's body once (jaxtrans/compiled_programs.py), so its bytes
+The compiler counts a loop's body once (jaxtrans/compiling/compiled_programs.py), so its bytes
 accessed and FLOPs of the chunked loss are those of one chunk plus what is outside the
 loop; the "x chunks" columns are those of the same loss compiled for one chunk's positions
 (no loop) times the number of chunks: the loss's traffic and work over the whole batch,

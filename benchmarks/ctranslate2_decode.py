@@ -171,7 +171,7 @@ def write_job(args, scratch: str) -> dict:
     from jaxtrans.config_sections import section_values
     from jaxtrans.data.translation.sources import read_split
     from jaxtrans.tasks.translation.eval_section import TranslationEvalConfig
-    from jaxtrans.workdir import load_run_config
+    from jaxtrans.workdirs.workdir import load_run_config
 
     directory = os.path.join(scratch, "ct2")
     export = [sys.executable, "-m", "jaxtrans.export", "--workdir", args.workdir,

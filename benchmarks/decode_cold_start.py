@@ -62,7 +62,7 @@ def child(job: dict) -> dict:
     started = time.perf_counter()
     import jax
 
-    from jaxtrans.translator import Translator
+    from jaxtrans.programs.translator import Translator
 
     imported = time.perf_counter()
     events: dict[str, float] = {}
@@ -122,7 +122,7 @@ def sentences(args) -> list[str]:
         with open(args.input, encoding="utf-8") as f:
             return f.read().splitlines()[: args.sentences]
     from jaxtrans.data.translation.demo import demo_split
-    from jaxtrans.workdir import load_run_config
+    from jaxtrans.workdirs.workdir import load_run_config
 
     data = load_run_config(args.workdir).data
     pairs = demo_split("test", size=args.sentences, seed=data.demo_seed, held_out_sizes=(0, 0))

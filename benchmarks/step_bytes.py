@@ -4,7 +4,7 @@ The compile report's "bytes accessed" is one number, the compiler's count over t
 program; its roofline estimate of the step time rests on it. This script compiles a run's
 train step as ``python -m jaxtrans.compile`` does (compile-only devices, nothing
 allocated) and splits its bytes by operation, and by HBM against on-chip memory, with
-jaxtrans.program_bytes (the count the compile report's estimate rests on; loop bodies once
+jaxtrans.compiling.program_bytes (the count the compile report's estimate rests on; loop bodies once
 per trip, where the compiler's own count takes a body once).
 
     python benchmarks/step_bytes.py --config configs/base.py --topology v5e-8 --top 10
@@ -25,16 +25,16 @@ from types import SimpleNamespace
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from jaxtrans.program_bytes import Operation, operations  # noqa: E402
+from jaxtrans.compiling.program_bytes import Operation, operations  # noqa: E402
 
 
 def compile_step_text(argv: list[str]):
     """Compile the run's train step for the slice; (its ProgramCost, the slice)."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from jaxtrans.compile_targets import compile_only_devices, target_named
+    from jaxtrans.compiling.ahead_of_time import compile_train_step
+    from jaxtrans.compiling.compile_targets import compile_only_devices, target_named
     from jaxtrans.programs.cli import define_config_flag, parse_flags
     from jaxtrans.tasks import compile_task
-    from jaxtrans.training.ahead_of_time import compile_train_step
     from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 
     def define(values):
@@ -81,7 +81,7 @@ def main() -> None:
 def report(ops: list[Operation], cost, topology: str, top: int) -> None:
     """Print the tables: the largest operations, the bytes by JAX operation and by kind,
     and the roofline of the step from all bytes and from the HBM bytes alone."""
-    from jaxtrans.compile_targets import target_named
+    from jaxtrans.compiling.compile_targets import target_named
 
     target = target_named(topology)
     total = sum(op.bytes for op in ops)

@@ -10,7 +10,7 @@ its PCI bus or under /dev, no GPU device), the programs use the CPU platform onl
 what JAX would have chosen anyway. A ``JAX_PLATFORMS`` the user set is left as it is, and
 so is every machine with a TPU or a GPU. Compiling for a TPU slice
 (``python -m jaxtrans.compile``) loads libtpu for its topology on its own
-(jaxtrans.tpu_topologies), whatever the platforms.
+(jaxtrans.compiling.tpu_topologies), whatever the platforms.
 """
 
 import glob

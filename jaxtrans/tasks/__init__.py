@@ -31,7 +31,7 @@ from jaxtrans.tasks.base import Restored, Task
 from jaxtrans.tasks.export_directory import check_output
 from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.tasks.saved_run_config import check_saved_run_config
-from jaxtrans.workdir import config_path, huggingface_model_type, load_run_config
+from jaxtrans.workdirs.workdir import config_path, huggingface_model_type, load_run_config
 
 TASKS = {
     "translation": "jaxtrans.tasks.translation.translation_task:TranslationTask",

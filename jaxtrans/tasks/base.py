@@ -19,9 +19,9 @@ import flax.linen as nn
 import jax
 import ml_collections
 
-from jaxtrans import checkpoint_choice
 from jaxtrans.errors import UserError
 from jaxtrans.training.task import Batch, TrainingTask
+from jaxtrans.workdirs import checkpoint_choice
 
 __all__ = ["Batch", "Restored", "Task", "report_stem"]
 
@@ -88,7 +88,7 @@ class Task(TrainingTask):
 
     def restore_params(self, checkpoint: str = "latest") -> Restored:
         """Parameters of ``self.workdir``'s checkpoint ``latest``, ``best``, a step, or
-        ``avg:K`` (jaxtrans.checkpoint_choice)."""
+        ``avg:K`` (jaxtrans.workdirs.checkpoint_choice)."""
         if self.workdir is None:
             raise ValueError("restore_params needs a task made by from_workdir")
         # The parameters' shapes and dtypes: an abstract trace of the model's init.

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from jaxtrans.errors import UserError
-from jaxtrans.workdir import new_directory
+from jaxtrans.workdirs.workdir import new_directory
 
 
 def check_output(output: Path) -> None:

@@ -4,8 +4,8 @@ Decisions only, no files: the loop passes each dev record through ``after_evalua
 and stops once ``patience_spent``; each checkpoint carries the ``Best`` of its step in its
 metadata (``to_meta``, ``meta["best"]``), so that a resumed run goes on from the same best
 and the same count (``from_meta``), and the checkpoint of ``Best.step`` is kept out of the
-rotation of train.keep_checkpoints (jaxtrans.checkpoints) and restored by ``--checkpoint
-best`` (jaxtrans.checkpoint_choice).
+rotation of train.keep_checkpoints (jaxtrans.workdirs.checkpoints) and restored by ``--checkpoint
+best`` (jaxtrans.workdirs.checkpoint_choice).
 
 Which value is better follows from the metric's name (``lower_is_better``); a value is an
 improvement only if strictly better, so of equal evaluations the first stays the best (as

@@ -20,8 +20,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import TrainingStopped, UserError
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 
 class WorkdirLock:

@@ -7,14 +7,14 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.checkpoints import (
+from jaxtrans.errors import UserError, describe
+from jaxtrans.training.state import TrainState
+from jaxtrans.workdirs.checkpoints import (
     Checkpointer,
     CheckpointNotWritten,
     CheckpointUnreadable,
     checkpoint_dir,
 )
-from jaxtrans.errors import UserError, describe
-from jaxtrans.training.state import TrainState
 
 
 class RunCheckpoints:

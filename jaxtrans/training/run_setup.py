@@ -44,7 +44,7 @@ from jaxtrans.training.run_settings import (
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step_layout import StepLayout, jit_eval_step
 from jaxtrans.training.task import TrainingTask
-from jaxtrans.workdir import load_run_config, save_run_config
+from jaxtrans.workdirs.workdir import load_run_config, save_run_config
 
 TaskFactory = Callable[[ml_collections.ConfigDict, str], TrainingTask]
 

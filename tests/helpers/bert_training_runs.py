@@ -17,7 +17,7 @@ import pytest
 from orbax.checkpoint import args as ocp_args
 from tiny_configs import TINY_PRETRAINING as SHARED_TINY_PRETRAINING
 
-from jaxtrans.checkpoints import Checkpointer
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 sys.path.insert(0, REPO)
 

@@ -32,7 +32,7 @@ def demo(workdir: str) -> dict:
     """The trained run's translations of every sentence of its test split, and the scores
     of the beam search's best."""
     from jaxtrans.data.translation.sources import load_split
-    from jaxtrans.translator import Translator
+    from jaxtrans.programs.translator import Translator
 
     translator = Translator.load(workdir, compilation_cache_dir="")
     sources = [pair.source for pair in load_split(translator.task.run_config.data, "test")]

@@ -9,11 +9,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 STEPS = (100, 200)
 # Input lines for the --input tests.

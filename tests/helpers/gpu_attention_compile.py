@@ -6,7 +6,7 @@ mha_backward, mha_preprocess_backward) and cuDNN's (target and mask type).
         python tests/helpers/gpu_attention_compile.py
 
 Programs: the tiny translation model's train step (bfloat16, attention_impl=auto, packed
-rows, through jaxtrans.training.ahead_of_time as `python -m jaxtrans.compile` compiles
+rows, through jaxtrans.compiling.ahead_of_time as `python -m jaxtrans.compile` compiles
 it, on one H100 and split over two; unpacked rows lower to the same program, one segment
 per sentence pair), the
 gradient of a BERT-style encoder layer with a key padding mask, and the forward and
@@ -24,7 +24,7 @@ from h100_target import h100_devices
 from jax.sharding import SingleDeviceSharding
 from tiny_configs import tiny_translation_config
 
-from jaxtrans.compiled_programs import ProgramCost, program_cost
+from jaxtrans.compiling.compiled_programs import ProgramCost, program_cost
 from jaxtrans.nn import BlockConfig, Encoder, gpu_attention
 from jaxtrans.nn import attention_kernels as ak
 from jaxtrans.nn.masks import (
@@ -78,7 +78,7 @@ def tiny_gpu_config(packed: bool, **overrides):
 
 def compiled_step(config, devices, compile_it: bool = True) -> tuple:
     """(CompiledTrainStep, lowered text, compiled HLO text or None) of ``config``'s step
-    over ``devices``, compiled as jaxtrans.training.ahead_of_time compiles it."""
+    over ``devices``, compiled as jaxtrans.compiling.ahead_of_time compiles it."""
     texts = {}
 
     def compiling(program, argument_bytes):

@@ -115,7 +115,7 @@ def without_timing(record: dict) -> dict:
 
 def checkpoint_steps(workdir: str) -> list[int]:
     """Steps of the complete checkpoints, as orbax (and so a restart) sees them."""
-    from jaxtrans.checkpoints import Checkpointer
+    from jaxtrans.workdirs.checkpoints import Checkpointer
 
     checkpointer = Checkpointer(str(workdir), read_only=True)
     try:
@@ -131,7 +131,7 @@ def checkpoint_leaves(workdir: str, step: int) -> list:
     import numpy as np
     import orbax.checkpoint as ocp
 
-    from jaxtrans.checkpoints import Checkpointer
+    from jaxtrans.workdirs.checkpoints import Checkpointer
 
     checkpointer = Checkpointer(str(workdir), read_only=True)
     try:

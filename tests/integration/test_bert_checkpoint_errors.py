@@ -316,7 +316,7 @@ def test_evaluate_py_on_a_bert_workdir_with_a_damaged_tokenizer_config_exits_2(t
 
     from jaxtrans.models.bert.bert_model import BertConfig
     from jaxtrans.tasks.bert.bert_task import resolve_run_config
-    from jaxtrans.workdir import save_run_config
+    from jaxtrans.workdirs.workdir import save_run_config
 
     if REPO not in sys.path:
         sys.path.insert(0, REPO)

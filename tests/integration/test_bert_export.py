@@ -19,7 +19,6 @@ import transformers
 from tiny_configs import REPO, TINY_PRETRAINING
 
 from jaxtrans.data.tokenizers.bert_tokenizer import SentencePieceBertTokenizer
-from jaxtrans.export import main
 from jaxtrans.models.bert.bert_from_huggingface import from_huggingface
 from jaxtrans.models.bert.bert_model import (
     BertConfig,
@@ -28,6 +27,7 @@ from jaxtrans.models.bert.bert_model import (
     BertForQuestionAnswering,
     BertForTokenClassification,
 )
+from jaxtrans.programs.export import main
 from jaxtrans.tasks import restore_task, train_and_evaluate
 from jaxtrans.tasks.bert.bert_export import write_model_files
 

@@ -23,9 +23,9 @@ from jaxtrans import tasks
 from jaxtrans.data.ner.conll import TaggedSentence, write_conll
 from jaxtrans.data.ner.demo import demo_sentences
 from jaxtrans.errors import UserError
-from jaxtrans.export import main as export_main
 from jaxtrans.inference.entities import convert_tags
 from jaxtrans.programs.evaluate import main
+from jaxtrans.programs.export import main as export_main
 
 sys.path.insert(0, REPO)
 

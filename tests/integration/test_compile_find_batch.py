@@ -15,9 +15,9 @@ import pytest
 from jax.experimental.compilation_cache import compilation_cache
 from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
+from jaxtrans.compiling.compile_report import compile_for_slice
+from jaxtrans.compiling.tpu_topologies import Slice, slice_named
 from jaxtrans.programs import compile_report
-from jaxtrans.programs.compile_report import compile_for_slice
-from jaxtrans.tpu_topologies import Slice, slice_named
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,10 +18,10 @@ from jax.experimental.compilation_cache import compilation_cache
 from paths import REPO
 from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
-from jaxtrans.compile_targets import compile_only_devices, target_named
-from jaxtrans.programs.compile_report import compile_for_slice, describe, train_step_report
+from jaxtrans.compiling.ahead_of_time import compile_train_step
+from jaxtrans.compiling.compile_report import compile_for_slice, describe, train_step_report
+from jaxtrans.compiling.compile_targets import compile_only_devices, target_named
 from jaxtrans.tasks import compile_task
-from jaxtrans.training.ahead_of_time import compile_train_step
 
 TINY = {
     **TINY_TRANSLATION,

@@ -17,8 +17,8 @@ from jax.experimental.compilation_cache import compilation_cache
 from paths import REPO
 from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
+from jaxtrans.compiling.compile_report import compile_for_slice, describe
 from jaxtrans.errors import UserError
-from jaxtrans.programs.compile_report import compile_for_slice, describe
 from jaxtrans.tasks import compile_task, load_task
 
 # The tiny run, packed, with rows that split over 8 devices, wide enough that the vectors
@@ -201,7 +201,7 @@ def test_bad_input_is_one_line_and_exit_status_2(args, says):
 
 
 def test_without_libtpu_the_error_names_the_install(monkeypatch):
-    from jaxtrans import tpu_topologies
+    from jaxtrans.compiling import tpu_topologies
 
     monkeypatch.setitem(sys.modules, "libtpu", None)  # import libtpu now fails
     with pytest.raises(UserError, match=r"needs libtpu: pip install .*\[tpu-compile\]"):

@@ -86,7 +86,7 @@ def sentences(post_ln_run):
 
 
 def export(workdir: str, output, *flags: str) -> str:
-    from jaxtrans.export import main
+    from jaxtrans.programs.export import main
 
     main(["export", "--workdir", workdir, "--output", str(output), *flags])
     return str(output)

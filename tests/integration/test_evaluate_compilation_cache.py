@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import pytest
 from paths import REPO
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.compilation_cache import DEFAULT_DIR, DIR_VARIABLE, cache_directory
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
-from jaxtrans.translator import Translator
+from jaxtrans.programs.translator import Translator
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 LINES = ["ke tafo miro lesa .", "bodeul jovin kvar ta lumi ko jetalon ku?", "rasiul kalmin ."]
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from reliability_runs import checkpoint_leaves, checkpoint_steps, tiny_flags, train
 
-from jaxtrans.translator import Translator
+from jaxtrans.programs.translator import Translator
 
 PEAK = 2  # the step of the lowest dev loss
 PATIENCE = 3

@@ -218,7 +218,7 @@ def test_a_killed_fine_tuning_run_resumes_bitwise(marian, pair_files, fine_tuned
 def test_the_fine_tuned_run_exports_to_a_marian_directory_transformers_translates_alike(
     fine_tuned, tmp_path, capsys
 ):
-    from jaxtrans.export import main
+    from jaxtrans.programs.export import main
 
     output = tmp_path / "exported"
     main(["export", "--workdir", str(fine_tuned), "--output", str(output)])
@@ -247,7 +247,7 @@ def test_a_scanned_fine_tuning_run_trains_and_exports_as_the_per_layer_run(
     layers are computed): the per-layer run's losses, and python -m jaxtrans.export writes
     the per-layer run's Marian directory (to float32 rounding), which transformers loads
     whole (that an export translates alike is the test above's)."""
-    from jaxtrans.export import main
+    from jaxtrans.programs.export import main
     from jaxtrans.tasks import restore_task
 
     runs = {}
@@ -281,7 +281,7 @@ def test_a_run_trained_from_nothing_exports_too(tmp_path, capsys):
     zero decoder start)."""
     from tiny_configs import TINY_TRANSLATION
 
-    from jaxtrans.export import main
+    from jaxtrans.programs.export import main
 
     workdir = tmp_path / "demo"
     values = {**TINY_TRANSLATION, "train.num_steps": 20, "model.layer_norm_epsilon": 1e-5,

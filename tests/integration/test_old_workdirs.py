@@ -12,7 +12,7 @@ import pytest
 from paths import FIXTURES
 
 from jaxtrans.tasks import evaluate_workdir, train_and_evaluate
-from jaxtrans.workdir import load_run_config
+from jaxtrans.workdirs.workdir import load_run_config
 
 FIXTURES = os.path.join(FIXTURES, "workdirs_0996837")
 with open(os.path.join(FIXTURES, "expected.json"), encoding="utf-8") as f:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from paths import REPO
 
-from jaxtrans.plot import draw, main, read_metrics
+from jaxtrans.programs.plot import draw, main, read_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,12 +8,12 @@ import time
 import pytest
 from tiny_configs import tiny_translation_config
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import UserError
 from jaxtrans.tasks import load_task
 from jaxtrans.training import budget, loop
 from jaxtrans.training.budget import TimeBudget, process_start_time
 from jaxtrans.training.run_settings import check_run_settings
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 IMPORTED_AT = time.time()
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tiny_configs import tiny_translation_config
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.tasks import train_and_evaluate
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 
 def config(num_steps: int, impl: str):

@@ -11,8 +11,8 @@ import pytest
 from paths import REPO
 from tiny_configs import tiny_translation_config
 
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.tasks import train_and_evaluate
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 
 def tiny_config(num_steps: int):

@@ -13,7 +13,7 @@ from paths import REPO
 
 from jaxtrans.errors import UserError
 from jaxtrans.programs import cli, train
-from jaxtrans.workdir import load_run_config, new_directory
+from jaxtrans.workdirs.workdir import load_run_config, new_directory
 
 
 def parse_error(monkeypatch, capsys, *args: str) -> str:

@@ -72,7 +72,7 @@ def bert_template() -> str:
         return path
     from jaxtrans.models.bert.bert_model import BertConfig
     from jaxtrans.tasks.bert.bert_task import resolve_run_config
-    from jaxtrans.workdir import save_run_config
+    from jaxtrans.workdirs.workdir import save_run_config
 
     if REPO not in sys.path:
         sys.path.insert(0, REPO)

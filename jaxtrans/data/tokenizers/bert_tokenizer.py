@@ -21,7 +21,7 @@ from jaxtrans.data import reserved_pieces as vocab
 from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.tokenizers.wordpiece import WordPieceTokenizer
 from jaxtrans.errors import UserError, describe
-from jaxtrans.workdir import new_directory
+from jaxtrans.workdirs.workdir import new_directory
 
 TOKENIZER_DIR = "bert_tokenizer"
 MODEL_FILE = "spm.model"

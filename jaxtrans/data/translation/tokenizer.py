@@ -29,7 +29,7 @@ from jaxtrans.data.tokenizers.pretrained_tokenizer import (
 from jaxtrans.data.tokenizers.sentencepiece_training import sample_indices, train_sentencepiece
 from jaxtrans.data.translation.sources import source_kind, training_pairs
 from jaxtrans.errors import UserError, describe, json_type
-from jaxtrans.workdir import new_directory
+from jaxtrans.workdirs.workdir import new_directory
 
 TOKENIZER_DIR = "tokenizer"
 METADATA_FILE = "tokenizer.json"

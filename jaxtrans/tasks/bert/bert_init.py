@@ -26,7 +26,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxtrans import checkpoint_choice, checkpoints
 from jaxtrans.data.tokenizers.bert_tokenizer import (
     MODEL_FILE,
     TOKENIZER_DIR,
@@ -52,7 +51,8 @@ from jaxtrans.models.bert.bert_model import (
     BertForQuestionAnswering,
     BertForTokenClassification,
 )
-from jaxtrans.workdir import new_directory
+from jaxtrans.workdirs import checkpoint_choice, checkpoints
+from jaxtrans.workdirs.workdir import new_directory
 
 # The model of each BERT task's workdirs (whose encoder a new run can start from).
 BERT_MODELS = {

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxtrans import tasks
-from jaxtrans.checkpoint_choice import parse_checkpoint_spec
 from jaxtrans.data.translation.sources import read_split
 from jaxtrans.data.translation.tokenizer_digest import tokenizer_digest
 from jaxtrans.errors import UserError
@@ -34,7 +33,8 @@ from jaxtrans.tasks.translation.decoding_settings import (
 )
 from jaxtrans.tasks.translation.translation_predict import answer_lines
 from jaxtrans.tasks.translation.translation_task import TranslationTask
-from jaxtrans.workdir import huggingface_model_type
+from jaxtrans.workdirs.checkpoint_choice import parse_checkpoint_spec
+from jaxtrans.workdirs.workdir import huggingface_model_type
 
 
 def member_specs(text: str) -> list[str]:

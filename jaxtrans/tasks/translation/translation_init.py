@@ -35,7 +35,7 @@ from jaxtrans.models.marian.marian_from_huggingface import (
     from_huggingface,
     marian_to_model_ids,
 )
-from jaxtrans.workdir import huggingface_model_type
+from jaxtrans.workdirs.workdir import huggingface_model_type
 
 # Model fields a run may set on a pretrained model: regularisation and how it is computed.
 FINE_TUNING_FIELDS = (

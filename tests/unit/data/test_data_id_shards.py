@@ -13,7 +13,7 @@ from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.id_shards import ID_SHARDS_DIR, IdShards, ensure_id_shards
 from jaxtrans.data.translation.pipeline import BATCH_KEYS, train_iterator
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer, train_tokenizer
-from jaxtrans.prepare import prepare
+from jaxtrans.programs.prepare import prepare
 
 
 def tsv_config(path, **overrides):

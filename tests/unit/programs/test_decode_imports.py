@@ -9,7 +9,11 @@ import sys
 import pytest
 
 HEAVY = ("jaxtrans.training.loop", "jaxtrans.training.metrics", "grain", "tensorboardX", "torch")
-DECODING = ["evaluate", "jaxtrans.translator", "jaxtrans.tasks.translation.translation_task"]
+DECODING = [
+    "evaluate",
+    "jaxtrans.programs.translator",
+    "jaxtrans.tasks.translation.translation_task",
+]
 
 
 @pytest.mark.parametrize("module", DECODING)

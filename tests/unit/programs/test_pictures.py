@@ -14,14 +14,14 @@ import pytest
 from PIL import Image
 from tiny_configs import REPO, tiny_transformer_config
 
-from jaxtrans import pictures
 from jaxtrans.inference import plots
 from jaxtrans.models import Transformer
 from jaxtrans.models.bert.bert_model import BertConfig, BertModel
 from jaxtrans.nn.attention import attention_weights
 from jaxtrans.nn.masks import causal_mask, combine_masks, padding_mask
 from jaxtrans.nn.positions import apply_rope, rope_angles, sinusoidal_embedding
-from jaxtrans.plot import PICTURE_DPI, PICTURES, main
+from jaxtrans.programs import pictures
+from jaxtrans.programs.plot import PICTURE_DPI, PICTURES, main
 from jaxtrans.tasks.bert.bert_task import BertTask
 from jaxtrans.training.loss import label_smoothed_cross_entropy, smoothed_target_distribution
 from jaxtrans.training.optimizer import make_optimizer
@@ -30,7 +30,7 @@ from jaxtrans.training.optimizer import make_optimizer
 SMALL_VALUES = {"model.d_model": 32, "model.num_heads": 2, "model.max_len": 24,
                 "train.num_steps": 500, "optimizer.warmup_steps": 100}  # fmt: skip
 SMALL = [f"--config.{key}={value}" for key, value in SMALL_VALUES.items()]
-# Figure sizes in inches of each picture (jaxtrans/pictures.py).
+# Figure sizes in inches of each picture (jaxtrans/programs/pictures.py).
 INCHES = {"positions": (12, 8), "masks": (12, 7.5), "schedule": (12, 4.5), "smoothing": (10, 4.5)}
 
 

@@ -1,5 +1,5 @@
 """The best checkpoint on disk: kept by the Checkpointer beyond the newest K, and restored by
-``--checkpoint best`` (jaxtrans.checkpoint_choice) from the step the newest checkpoint's
+``--checkpoint best`` (jaxtrans.workdirs.checkpoint_choice) from the step the newest checkpoint's
 metadata names. The checkpoints hold a small tree of random parameters."""
 
 import jax
@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxtrans.checkpoint_choice import parse_checkpoint_spec, restore_params
-from jaxtrans.checkpoints import Checkpointer
 from jaxtrans.errors import UserError
+from jaxtrans.workdirs.checkpoint_choice import parse_checkpoint_spec, restore_params
+from jaxtrans.workdirs.checkpoints import Checkpointer
 
 
 def params_of(step: int) -> dict:

@@ -16,7 +16,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.training.run_sections import MeshConfig, OptimizerConfig, RunSections, TrainConfig
 from jaxtrans.training.run_setup import Run, check_resumable, starting_point
-from jaxtrans.workdir import load_run_config
+from jaxtrans.workdirs.workdir import load_run_config
 
 OLD_WORKDIRS = os.path.join(FIXTURES, "workdirs_0996837")
 SECTIONS = {"optimizer": OptimizerConfig, "train": TrainConfig, "mesh": MeshConfig}

@@ -13,12 +13,12 @@ from typing import Any
 
 import ml_collections
 
-from jaxtrans.compile_targets import Target, compile_only_devices, target_named
+from jaxtrans.compiling.ahead_of_time import CompiledTrainStep, compile_train_step
+from jaxtrans.compiling.compile_targets import Target, compile_only_devices, target_named
+from jaxtrans.compiling.translation_decoding import compile_beam_decoding
 from jaxtrans.errors import UserError
 from jaxtrans.nn.attention_kernels import model_attention_kernels
 from jaxtrans.tasks import compile_task
-from jaxtrans.tasks.translation.translation_compile import compile_beam_decoding
-from jaxtrans.training.ahead_of_time import CompiledTrainStep, compile_train_step
 from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 from jaxtrans.training.run_sections import RunSections
 

@@ -13,7 +13,7 @@ compile_only_devices  the target's devices, to compile for (not run on)
 
 import re
 
-from jaxtrans import gpu_machines, tpu_topologies
+from jaxtrans.compiling import gpu_machines, tpu_topologies
 from jaxtrans.errors import UserError
 
 Target = tpu_topologies.Slice | gpu_machines.GpuMachine

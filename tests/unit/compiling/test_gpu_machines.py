@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxtrans import gpu_machines
-from jaxtrans.compile_targets import target_named
+from jaxtrans.compiling import gpu_machines
+from jaxtrans.compiling.compile_targets import target_named
+from jaxtrans.compiling.gpu_machines import GPUS, machine_named
+from jaxtrans.compiling.tpu_topologies import Slice
 from jaxtrans.errors import UserError
-from jaxtrans.gpu_machines import GPUS, machine_named
-from jaxtrans.tpu_topologies import Slice
 
 
 @pytest.mark.parametrize(

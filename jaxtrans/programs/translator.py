@@ -31,7 +31,7 @@ from jaxtrans.tasks.translation.decoding_settings import (
 from jaxtrans.tasks.translation.translation_ensemble import TranslationEnsemble
 from jaxtrans.tasks.translation.translation_predict import translate_with
 from jaxtrans.tasks.translation.translation_task import TranslationTask
-from jaxtrans.workdir import huggingface_model_type
+from jaxtrans.workdirs.workdir import huggingface_model_type
 
 
 class Translator:

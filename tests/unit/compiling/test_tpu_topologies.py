@@ -3,8 +3,8 @@ one-line errors that say what to use."""
 
 import pytest
 
+from jaxtrans.compiling.tpu_topologies import GENERATIONS, known_names, slice_named
 from jaxtrans.errors import UserError
-from jaxtrans.tpu_topologies import GENERATIONS, known_names, slice_named
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
+from jaxtrans.compiling.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
 from jaxtrans.models.layer_stacks import unstack_layers

@@ -3,7 +3,7 @@
 Each checkpoint holds four items, so that evaluation can restore the parameters alone:
 ``params``; ``training`` (optimizer state, dropout key); ``meta`` (JSON by process 0: step,
 model shape, skipped steps); ``data``, each process's data iterator state in a file of its
-own (jaxtrans.process_json; older checkpoints had process 0's in ``meta["data"]``).
+own (jaxtrans.workdirs.process_json; older checkpoints had process 0's in ``meta["data"]``).
 Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
 holds another model restores as ``CheckpointUnreadable``; any other error while restoring
@@ -11,8 +11,8 @@ is a bug and is raised as it is. A writer keeps the newest K checkpoints and, ou
 rotation, the one its saves name (the best dev evaluation, train.keep_best); it deletes
 older checkpoints only after checking that the newest is complete on disk, and a commit
 that did not happen raises ``CheckpointNotWritten``. Which checkpoint ``--checkpoint``
-names, and its parameters: jaxtrans.checkpoint_choice. What failed orbax operations leave
-behind: jaxtrans.orbax_reports.
+names, and its parameters: jaxtrans.workdirs.checkpoint_choice. What failed orbax operations leave
+behind: jaxtrans.workdirs.orbax_reports.
 """
 
 import asyncio
@@ -30,8 +30,8 @@ import jax
 import orbax.checkpoint as ocp
 
 from jaxtrans.errors import describe
-from jaxtrans.orbax_reports import ORBAX_DIR, abandoned_work, operation
-from jaxtrans.process_json import ProcessJsonRestore, ProcessJsonSave
+from jaxtrans.workdirs.orbax_reports import ORBAX_DIR, abandoned_work, operation
+from jaxtrans.workdirs.process_json import ProcessJsonRestore, ProcessJsonSave
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -44,7 +44,7 @@ def checkpoint_dir(workdir: str) -> str:
 
 # What orbax and TensorStore raise when a checkpoint's files are missing, cut short or
 # garbled, or when it holds another model's parameters
-# (tests/unit/training/test_checkpoints.py damages checkpoints to find them). Any other
+# (tests/unit/workdirs/test_checkpoints.py damages checkpoints to find them). Any other
 # error while restoring is a bug, ours or orbax's.
 _TENSORSTORE_DAMAGE = re.compile(r"(NOT_FOUND|OUT_OF_RANGE|DATA_LOSS|FAILED_PRECONDITION): ")
 _ANOTHER_MODEL = (

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from jaxtrans.programs.compile_report import largest_fitting
+from jaxtrans.compiling.compile_report import largest_fitting
 
 
 @pytest.mark.parametrize("bound", [0, 1, 2, 3, 5, 8, 13, 100, 1000, 4096, 9999])

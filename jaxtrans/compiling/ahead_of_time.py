@@ -1,5 +1,5 @@
 """The train step of a run compiled for devices that need not be there (the compile-only
-devices of a TPU slice, jaxtrans.tpu_topologies), with nothing allocated: the same
+devices of a TPU slice, jaxtrans.compiling.tpu_topologies), with nothing allocated: the same
 mesh, rules, batch rows, optimizer, guard and jit (step_layout.py) as train.py's run, over
 abstract inputs. The compiler then says what one device holds and how long it expects
 the step to take.
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 from jax.sharding import Mesh
 
-from jaxtrans.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
+from jaxtrans.compiling.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.training import sharding
 from jaxtrans.training.optimizer import make_optimizer

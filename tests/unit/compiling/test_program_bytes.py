@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - HLO lines as the compiler prints them
-"""The bytes a compiled program moves, counted from its HLO text (jaxtrans.program_bytes):
+"""The bytes a compiled program moves, counted from its HLO text (jaxtrans.compiling.program_bytes):
 by hand on a small module with a loop, an asynchronous prefetch into on-chip memory and a
 fusion that reads it, and on a program jax compiles here."""
 
@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxtrans.program_bytes import hbm_bytes, operations, shape_bytes
+from jaxtrans.compiling.program_bytes import hbm_bytes, operations, shape_bytes
 
 # f32[256,128] is 131072 bytes; bf16[256,128] 65536; s32[] 4.
 MODULE = """HloModule m, entry_computation_layout={(f32[256,128]{1,0})->f32[256,128]{1,0}}

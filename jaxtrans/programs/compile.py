@@ -4,7 +4,7 @@ what the compiler says of it: memory per device against the device's, FLOPs, an 
 of the step time. Nothing is allocated and no data is read; libtpu or jax's CUDA plugin
 compiles, on any machine (no GPU or driver needed).
 
-The step is train.py's (jaxtrans.training.ahead_of_time): the config's mesh and rules,
+The step is train.py's (jaxtrans.compiling.ahead_of_time): the config's mesh and rules,
 batch rows, grad accumulation, remat, dtypes, donation. ``--find_batch`` searches the
 largest batch that fits, with the config's remat setting and with the other one.
 """
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
 
     def compile_() -> None:
-        from jaxtrans.programs.compile_report import compile_for_slice, describe  # imports JAX
+        from jaxtrans.compiling.compile_report import compile_for_slice, describe  # imports JAX
 
         start = time.perf_counter()
         report = compile_for_slice(

@@ -2,7 +2,7 @@
 
 DIR/config.json       the resolved run config (written once; a resumed run must match)
 DIR/tokenizer/        SentencePiece models (jaxtrans.data)
-DIR/checkpoints/      orbax checkpoints (jaxtrans.checkpoints)
+DIR/checkpoints/      orbax checkpoints (jaxtrans.workdirs.checkpoints)
 DIR/metrics.jsonl     one JSON object per logged step and per evaluation
 DIR/tensorboard/      TensorBoard event files
 DIR/eval/             evaluation reports

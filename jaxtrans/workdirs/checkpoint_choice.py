@@ -18,8 +18,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
 from jaxtrans.errors import UserError, describe
+from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
 
 
 def parse_checkpoint_spec(spec: str) -> tuple[str, int]:

@@ -23,10 +23,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxtrans import orbax_reports
-from jaxtrans.checkpoint_choice import restore_params
-from jaxtrans.checkpoints import Checkpointer, CheckpointUnreadable
 from jaxtrans.errors import UserError
+from jaxtrans.workdirs import orbax_reports
+from jaxtrans.workdirs.checkpoint_choice import restore_params
+from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointUnreadable
 
 STEPS = (1, 2, 3)
 ORBAX = os.path.dirname(os.path.dirname(ocp.__file__))

@@ -1,6 +1,6 @@
 """Training curves of a run: ``python -m jaxtrans.plot DIR [--output PNG]``; and the
 pictures of how the model works: ``python -m jaxtrans.plot positions|masks|schedule|
-smoothing [--config FILE] [--config.KEY=VALUE ...] [--output PNG]`` (jaxtrans/pictures.py,
+smoothing [--config FILE] [--config.KEY=VALUE ...] [--output PNG]`` (jaxtrans/programs/pictures.py,
 docs/pictures.md). A first argument that names a picture selects it; a run directory
 with such a name is given as ``./positions``.
 
@@ -24,7 +24,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.programs.cli import fail, run
 
 METRICS_FILE = "metrics.jsonl"
-# The pictures of jaxtrans/pictures.py (its KINDS), and their resolution.
+# The pictures of jaxtrans/programs/pictures.py (its KINDS), and their resolution.
 PICTURES = ("positions", "masks", "schedule", "smoothing")
 PICTURE_DPI = 80
 
@@ -167,7 +167,7 @@ def plot_picture(argv: list[str]) -> str:
     output = values.output or f"{kind}.png"
 
     def draw() -> None:
-        from jaxtrans.pictures import picture  # imports JAX; after the flag checks
+        from jaxtrans.programs.pictures import picture  # imports JAX; after the flag checks
 
         label = os.path.basename(config_file_arg(rest))
         try:

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import pytest
 from orbax.checkpoint._src.futures import future
 
-from jaxtrans import orbax_reports
-from jaxtrans.checkpoints import Checkpointer, CheckpointNotWritten
+from jaxtrans.workdirs import orbax_reports
+from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointNotWritten
 
 PARAMS = {"kernel": jnp.arange(64 * 64, dtype=jnp.float32).reshape(64, 64)}
 

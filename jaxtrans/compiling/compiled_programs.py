@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import jax
 
-from jaxtrans.program_bytes import hbm_bytes
+from jaxtrans.compiling.program_bytes import hbm_bytes
 
 
 @dataclass(frozen=True)

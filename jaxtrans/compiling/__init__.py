@@ -1,0 +1,1 @@
+"""Compile-ahead: a run's programs compiled for machines it need not have."""

@@ -1,0 +1,1 @@
+"""A run's directory: its files, its checkpoints and their choice."""
