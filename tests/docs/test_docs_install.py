@@ -11,13 +11,13 @@ import subprocess
 import sysconfig
 import tomllib
 
-import jaxtrans.compile
-import jaxtrans.plot
 import pip_resolve
 import pytest
 from packaging.requirements import Requirement
 from paths import REPO
 
+import jaxtrans.compile
+import jaxtrans.plot
 import jaxtrans.programs.evaluate
 import jaxtrans.programs.train
 
