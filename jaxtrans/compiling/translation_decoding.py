@@ -1,53 +1,20 @@
-"""A translation run compiled ahead of time for a slice that need not be there (python -m
-jaxtrans.compile): its vocabulary sized without data, and the beam-search decoding
-program, the cached search evaluate.py runs at the run's eval.batch_size, beam size and
-longest output, compiled for one device.
+"""A translation run's decoding compiled ahead of time for a slice that need not be there
+(python -m jaxtrans.compile): the beam-search decoding program, the cached search
+evaluate.py runs at the run's eval.batch_size, beam size and longest output, compiled for
+one device. The run's task is made without data (its vocabulary's sizes:
+jaxtrans.tasks.translation.vocabulary_sizes).
 
-vocabulary_without_data  what the task's sizes come from, no data read or trained
 compile_beam_decoding    task, device -> (ProgramCost, what was compiled, in words)
 """
-
-import tempfile
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from jaxtrans.compiling.compiled_programs import ProgramCost, bytes_per_device, compile_or_cost
-from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.inference.decoding import beam_decode, greedy_decode
 from jaxtrans.models.layer_stacks import unstack_layers
 from jaxtrans.nn.attention_kernels import target_platform
 from jaxtrans.tasks.translation.decoding_settings import decoding_settings
-
-
-@dataclass(frozen=True)
-class VocabularySizes:
-    """What resolve_config reads of a tokenizer, for a SentencePiece one not trained yet:
-    each side has the pieces it is trained to."""
-
-    vocab_size: int
-    shared: bool
-
-    @property
-    def source_vocab_size(self) -> int:
-        return self.vocab_size
-
-    @property
-    def target_vocab_size(self) -> int:
-        return self.vocab_size
-
-
-def vocabulary_without_data(data_config) -> Any:
-    """A SentencePiece vocabulary of data.vocab_size pieces (the size it is trained to on
-    enough text), or the pretrained tokenizer data.tokenizer names, read (its files are
-    copied to a scratch directory, as a run copies them to its workdir)."""
-    wanted = data_config.get("tokenizer", "sentencepiece") or "sentencepiece"
-    if wanted == "sentencepiece":
-        return VocabularySizes(int(data_config.vocab_size), bool(data_config.shared_vocab))
-    with tempfile.TemporaryDirectory() as scratch:
-        return load_or_train_tokenizer(data_config, scratch)
 
 
 def compile_beam_decoding(task, device) -> tuple[ProgramCost, str]:

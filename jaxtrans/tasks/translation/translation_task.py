@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from jaxtrans.compiling.translation_decoding import vocabulary_without_data
 from jaxtrans.data.tokenizers.marian_tokenizer import read_marian
 from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.evaluation import eval_batches
@@ -40,6 +39,7 @@ from jaxtrans.tasks.translation.decoding_settings import (
 from jaxtrans.tasks.translation.eval_section import eval_section
 from jaxtrans.tasks.translation.translation_loss import translation_loss_sums
 from jaxtrans.tasks.translation.translation_predict import answer_lines
+from jaxtrans.tasks.translation.vocabulary_sizes import vocabulary_without_data
 from jaxtrans.training import sharding
 
 
