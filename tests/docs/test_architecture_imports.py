@@ -1,8 +1,10 @@
 """Imports run one way, with no exception, lazy imports inside functions included:
 
-    foundation <- nn <- models <- {data, training, inference} <- tasks <- programs
+    foundation <- nn <- models <- {data, training, inference} <- tasks <- compiling <- programs
 
-foundation: errors.py, vocab.py, workdir.py, checkpoints.py, ... (they import no other layer).
+Each layer is a folder of jaxtrans (foundation: the modules at jaxtrans's root and
+workdirs/), read off the path of a module; the one exception is the thin entry modules at
+the root that keep the names of ``python -m jaxtrans.NAME`` (ENTRY_MODULES, programs).
 data, training and inference are siblings: none imports another.
 Inside data, the task-data folders (translation/, bert/, ner/, qa/) never import one
 another; all may use tokenizers/ and the shared modules at data's root, and tokenizers/
@@ -16,36 +18,24 @@ from paths import REPO
 
 PACKAGE = os.path.join(REPO, "jaxtrans")
 
-# Layer of each top-level module or package of jaxtrans, and its rank in the order.
+# The layer of each folder of jaxtrans, and its rank in the order; ROOT: the modules at
+# jaxtrans's root (errors, vocab, config_sections, compilation_cache).
+ROOT = ""
 LAYERS = {
-    "errors": ("foundation", 0),
-    "vocab": ("foundation", 0),
-    "workdir": ("foundation", 0),
-    "checkpoints": ("foundation", 0),
-    "checkpoint_choice": ("foundation", 0),
-    "process_json": ("foundation", 0),
-    "orbax_reports": ("foundation", 0),
-    "config_sections": ("foundation", 0),
-    "tpu_topologies": ("foundation", 0),
-    "gpu_machines": ("foundation", 0),
-    "compile_targets": ("foundation", 0),
-    "compiled_programs": ("foundation", 0),
-    "program_bytes": ("foundation", 0),
-    "compilation_cache": ("foundation", 0),
+    ROOT: ("foundation", 0),
+    "workdirs": ("foundation", 0),
     "nn": ("nn", 1),
     "models": ("models", 2),
     "data": ("data", 3),
     "training": ("training", 3),
     "inference": ("inference", 3),
     "tasks": ("tasks", 4),
-    "programs": ("programs", 5),
-    "plot": ("programs", 5),
-    "pictures": ("programs", 5),
-    "export": ("programs", 5),
-    "compile": ("programs", 5),
-    "prepare": ("programs", 5),
-    "translator": ("programs", 5),
+    "compiling": ("compiling", 5),
+    "programs": ("programs", 6),
 }
+# The root modules that are program names (python -m jaxtrans.NAME), each a thin entry into
+# jaxtrans/programs/ (test_entry_modules_only_call_their_program).
+ENTRY_MODULES = ("compile", "export", "plot", "prepare")
 # The largest module allowed, and the modules allowed more, with the reason (none now).
 MAX_LINES = 400
 LONG_MODULES: dict[str, str] = {}
@@ -85,8 +75,15 @@ def imported_modules(name: str, source: str, is_package: bool = False) -> list[t
 
 
 def layer_of(module: str) -> tuple[str, int] | None:
+    """The layer of a module of jaxtrans: that of its folder, read off its dotted name (a
+    root module's: ROOT's, or programs for an entry module); None for the package itself
+    and for a folder that LAYERS does not place."""
     parts = module.split(".")
-    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+    if len(parts) < 2:
+        return None
+    if os.path.isdir(os.path.join(PACKAGE, parts[1])):
+        return LAYERS.get(parts[1])
+    return LAYERS["programs"] if parts[1] in ENTRY_MODULES else LAYERS[ROOT]
 
 
 def violations(path: str, name: str, source: str) -> list[str]:
@@ -133,7 +130,37 @@ def test_every_module_of_the_package_has_a_layer():
     unplaced = [
         p for p in modules() if module_name(p) != "jaxtrans" and not layer_of(module_name(p))
     ]
-    assert not unplaced, f"add these to LAYERS: {unplaced}"
+    assert not unplaced, f"add their folders to LAYERS: {unplaced}"
+
+
+def test_every_folder_named_in_layers_exists():
+    folders = {name for name in LAYERS if name != ROOT}
+    missing = sorted(f for f in folders if not os.path.isdir(os.path.join(PACKAGE, f)))
+    assert not missing, f"LAYERS names folders that are not there: {missing}"
+
+
+def test_entry_modules_only_call_their_program():
+    # python -m jaxtrans.NAME keeps its name; the program is jaxtrans/programs/NAME.py.
+    for name in ENTRY_MODULES:
+        with open(os.path.join(PACKAGE, f"{name}.py"), encoding="utf-8") as f:
+            source = f.read()
+        imported = [module for _, module in imported_modules(f"jaxtrans.{name}", source)]
+        assert imported == [f"jaxtrans.programs.{name}"], f"jaxtrans/{name}.py: {imported}"
+        assert len(source.splitlines()) <= 12, f"jaxtrans/{name}.py is more than an entry"
+
+
+def test_layers_are_read_off_the_folders():
+    assert layer_of("jaxtrans.errors") == ("foundation", 0)
+    assert layer_of("jaxtrans.workdirs.checkpoints") == ("foundation", 0)
+    assert layer_of("jaxtrans.compiling.compile_report") == ("compiling", 5)
+    assert layer_of("jaxtrans.export") == ("programs", 6)
+    assert layer_of("jaxtrans.tasks") == ("tasks", 4)  # from jaxtrans import tasks
+    assert layer_of("jaxtrans") is None
+    # The folders' order holds: a task may not compile ahead, nor a checkpoint train.
+    into = "from jaxtrans.compiling import compiled_programs\n"
+    assert violations("tasks/p.py", "jaxtrans.tasks.p", into)
+    assert violations("workdirs/p.py", "jaxtrans.workdirs.p", "import jaxtrans.training.loop\n")
+    assert violations("compiling/p.py", "jaxtrans.compiling.p", "from jaxtrans import export\n")
 
 
 def test_imports_never_run_back_up_the_layers():
@@ -167,9 +194,11 @@ def test_the_data_rule_catches_crossings_and_allows_shared_modules():
 
 
 def test_no_two_modules_of_the_package_share_a_file_name():
-    # demo.py is the one name each task-data folder gives its built-in corpus.
+    # demo.py is the one name each task-data folder gives its built-in corpus; an entry
+    # module at the root is named for its program (jaxtrans/export.py: programs/export.py).
+    entries = {os.path.join("jaxtrans", f"{name}.py") for name in ENTRY_MODULES}
     by_name: dict[str, list[str]] = {}
-    for path in modules():
+    for path in set(modules()) - entries:
         name = os.path.basename(path)
         if name not in ("__init__.py", "demo.py"):
             by_name.setdefault(name, []).append(path)
