@@ -2,7 +2,7 @@
 
 Decisions only, no files: the loop passes each dev record through ``after_evaluation``
 and stops once ``patience_spent``; each checkpoint carries the ``Best`` of its step in its
-metadata (``to_meta``, ``meta["best"]``), so that a resumed run goes on from the same best
+metadata (``CheckpointMeta.best``), so that a resumed run goes on from the same best
 and the same count (``from_meta``), and the checkpoint of ``Best.step`` is kept out of the
 rotation of train.keep_checkpoints (jaxtrans.workdirs.checkpoints) and restored by ``--checkpoint
 best`` (jaxtrans.workdirs.checkpoint_choice).
@@ -17,19 +17,13 @@ import math
 from typing import Any
 
 from jaxtrans.errors import UserError
+from jaxtrans.workdirs.checkpoint_meta import Best, CheckpointMeta
 
 # Dev metrics where lower is better, besides any name ending in "_loss" (mlm_loss, ...).
 LOWER_IS_BETTER = ("loss", "nll", "perplexity")
 
 
-@dataclasses.dataclass(frozen=True)
-class Best:
-    """The best dev evaluation by ``metric`` so far, and the evaluations since it."""
-
-    metric: str  # train.keep_best: a key of the dev records, e.g. bleu or loss
-    step: int | None = None  # the step of the best evaluation; None: none yet
-    value: float | None = None  # its metric
-    evals_since: int = 0  # evaluations since the best (or since the start), none better
+__all__ = ["Best", "after_evaluation", "describe_patience", "from_meta", "patience_spent"]
 
 
 def lower_is_better(metric: str) -> bool:
@@ -90,27 +84,16 @@ def describe_patience(best: Best, patience: int) -> str:
     return f"{best.evals_since} dev evaluations in a row {why} (train.patience={patience})"
 
 
-def to_meta(best: Best) -> dict[str, Any]:
-    """The checkpoint metadata entry ``meta["best"]``: metric, step, value, evals_since."""
-    return dataclasses.asdict(best)
-
-
-def from_meta(meta: dict[str, Any] | None, metric: str) -> tuple[Best, str | None]:
+def from_meta(meta: CheckpointMeta | None, metric: str) -> tuple[Best, str | None]:
     """The best that a resumed run goes on from: that of its checkpoint's metadata if it
     was chosen by the same ``metric``, else none yet; and, where the checkpoint's was by
     another metric, the console line that says the best is chosen anew."""
-    saved = (meta or {}).get("best")
-    if not saved:
+    saved = None if meta is None else meta.best
+    if saved is None:
         return Best(metric), None
-    if saved.get("metric") != metric:
+    if saved.metric != metric:
         return Best(metric), (
             f"train.keep_best is now {metric} (the checkpoint's best was by "
-            f"{saved.get('metric')}): the best checkpoint is chosen anew from the next "
-            "evaluation"
+            f"{saved.metric}): the best checkpoint is chosen anew from the next evaluation"
         )
-    return Best(
-        metric,
-        step=saved.get("step"),
-        value=saved.get("value"),
-        evals_since=int(saved.get("evals_since", 0)),
-    ), None
+    return saved, None

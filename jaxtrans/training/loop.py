@@ -22,7 +22,7 @@ import numpy as np
 from jaxtrans.compilation_cache import use_compilation_cache
 from jaxtrans.errors import UserError
 from jaxtrans.training import distributed, sharding
-from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent, to_meta
+from jaxtrans.training.best import after_evaluation, describe_patience, patience_spent
 from jaxtrans.training.budget import TimeBudget
 from jaxtrans.training.dropout_rng import partition_rng_on_tpu
 from jaxtrans.training.due import LAST_STEP, PATIENCE, TIME_BUDGET, due_after_step
@@ -46,6 +46,7 @@ from jaxtrans.training.run_setup import (
 from jaxtrans.training.step import make_nonfinite_diagnosis
 from jaxtrans.training.step_layout import StepLayout, jit_train_step, place_eval_batch
 from jaxtrans.training.task import TrainingTask
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 
 # Importable from here: the programs, benchmarks and tests use them. check_run_settings
 # and run_length come from run_settings.py, check_resumable from run_setup.py.
@@ -260,17 +261,14 @@ def refit_schedule(run: Run, rs: RunState, seconds_per_step: float) -> None:
 def save(run: Run, rs: RunState) -> None:
     """Checkpoint the state with what resuming needs: every process's data position, the
     model's shape fields, the skipped steps and a fitted schedule's length."""
-    meta = {
-        "step": rs.step,
-        "data": run.train_iter.get_state(),
-        "model": {k: run.task.config.model.get(k) for k in run.task.shape_fields},
-        "skipped_steps": rs.skipped_steps,
-    }
-    schedule_end = fitted_schedule(run, rs)
-    if schedule_end is not None:
-        meta["schedule_steps"] = schedule_end
-    if rs.best is not None:  # the best so far, and its checkpoint kept out of the rotation
-        meta["best"] = to_meta(rs.best)
+    meta = CheckpointMeta(
+        step=rs.step,
+        model={k: run.task.config.model.get(k) for k in run.task.shape_fields},
+        skipped_steps=rs.skipped_steps,
+        schedule_steps=fitted_schedule(run, rs),
+        best=rs.best,  # the best so far (None: not kept), its checkpoint out of the rotation
+        data=run.train_iter.get_state(),
+    )
     run.checkpoints.save(rs.step, rs.state, meta, best=None if rs.best is None else rs.best.step)
 
 

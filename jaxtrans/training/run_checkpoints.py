@@ -1,7 +1,7 @@
 """A run's checkpoints as the training loop writes and restores them: failed writes and
 unreadable checkpoints become one-line errors that say how to resume."""
 
-from typing import Any
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +9,7 @@ import ml_collections
 
 from jaxtrans.errors import UserError, describe
 from jaxtrans.training.state import TrainState
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import (
     Checkpointer,
     CheckpointNotWritten,
@@ -44,11 +45,12 @@ class RunCheckpoints:
         )
 
     def save(
-        self, step: int, state: TrainState, meta: dict[str, Any], best: int | None = None
+        self, step: int, state: TrainState, meta: CheckpointMeta, best: int | None = None
     ) -> None:
-        """Start writing checkpoint ``step``; ``best``: the step of the best checkpoint,
-        kept beyond the newest train.keep_checkpoints (None: none)."""
-        meta = {**meta, "dropout_rng_impl": state.rng_impl}
+        """Start writing checkpoint ``step`` with ``meta`` and the generator of the state's
+        dropout key; ``best``: the step of the best checkpoint, kept beyond the newest
+        train.keep_checkpoints (None: none)."""
+        meta = dataclasses.replace(meta, dropout_rng_impl=state.rng_impl)
         try:
             self.checkpointer.save(step, state.params, state.opt_state, state.rng, meta, kept=best)
         except Exception as error:  # orbax reports disk trouble with many exception types
@@ -63,7 +65,7 @@ class RunCheckpoints:
 
 def restore_state(
     checkpointer: Checkpointer, step: int, abstract: TrainState, shardings: TrainState, workdir: str
-) -> tuple[TrainState, dict[str, Any]]:
+) -> tuple[TrainState, CheckpointMeta]:
     """The train state of checkpoint ``step``, laid out by ``shardings``, and its metadata."""
     with_shardings = lambda tree, shardings: jax.tree.map(  # noqa: E731
         lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings
@@ -101,7 +103,7 @@ def dropout_rng_impl(checkpointer: Checkpointer, wanted: str) -> tuple[str, str 
     if latest is None:
         return wanted, None
     try:
-        saved = checkpointer.restore_meta(latest).get("dropout_rng_impl", "threefry")
+        saved = checkpointer.restore_meta(latest).dropout_rng_impl
     except CheckpointUnreadable:
         return wanted, None
     if saved == wanted:

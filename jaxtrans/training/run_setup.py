@@ -44,6 +44,7 @@ from jaxtrans.training.run_settings import (
 from jaxtrans.training.state import TrainState, init_train_state
 from jaxtrans.training.step_layout import StepLayout, jit_eval_step
 from jaxtrans.training.task import TrainingTask
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.workdir import load_run_config, save_run_config
 
 TaskFactory = Callable[[ml_collections.ConfigDict, str], TrainingTask]
@@ -279,7 +280,7 @@ def starting_point(
     state: TrainState,
     num_steps: int | float,
     timed_schedule: bool,
-    meta: dict[str, Any] | None,
+    meta: CheckpointMeta | None,
     train: TrainConfig,
     is_main: bool,
 ) -> RunState:
@@ -288,14 +289,13 @@ def starting_point(
     length a timed schedule was fit to (the first run set it; a resumed run keeps that
     schedule), and with train.keep_best the best evaluation and the count since it (so
     that the rerun goes on counting towards train.patience)."""
-    meta = meta or {}
-    if timed_schedule and meta.get("schedule_steps"):
-        num_steps = int(meta["schedule_steps"])
+    if timed_schedule and meta is not None and meta.schedule_steps:
+        num_steps = meta.schedule_steps  # its length, set by the first run
     rs = RunState(
         state=state,
         num_steps=num_steps,
         step=int(jax.device_get(state.step)),
-        skipped_steps=int(meta.get("skipped_steps", 0)),
+        skipped_steps=0 if meta is None else meta.skipped_steps,
     )
     if train.keep_best:
         rs.best, note = from_meta(meta, train.keep_best)
@@ -321,7 +321,7 @@ def _resume(
     abstract: TrainState,
     workdir: str,
     is_main: bool,
-) -> tuple[TrainState, dict[str, Any] | None]:
+) -> tuple[TrainState, CheckpointMeta | None]:
     """The state from the latest complete checkpoint and its metadata, the iterator moved
     to its data position; without one, ``state`` with the task's initial parameters and
     None. Says which on the console."""
@@ -336,7 +336,7 @@ def _resume(
         checkpoints.checkpointer, latest, abstract, state_shardings, workdir
     )
     # Every process's saved data position; a new process count re-splits the data.
-    note = train_iter.restore_states(meta["data"], jax.process_index(), jax.process_count())
+    note = train_iter.restore_states(meta.data, jax.process_index(), jax.process_count())
     say(f"resuming from checkpoint {latest} in {workdir}", is_main)
     if note:
         say(note, is_main)

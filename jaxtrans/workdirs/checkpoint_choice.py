@@ -2,7 +2,7 @@
 
     latest    the newest complete checkpoint
     best      the best dev evaluation by train.keep_best: the step that the newest
-              checkpoint's metadata names (``meta["best"]``, written by the training loop,
+              checkpoint's metadata names (``CheckpointMeta.best``, written by the training loop,
               jaxtrans.training.best); that checkpoint is kept out of the rotation
     N         the checkpoint of step N
     avg:K     the mean of the newest K checkpoints (as the paper averages the last 5)
@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from jaxtrans.errors import UserError, describe
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointUnreadable, checkpoint_dir
 
 
@@ -38,11 +39,11 @@ def parse_checkpoint_spec(spec: str) -> tuple[str, int]:
     )
 
 
-def best_step(meta: dict[str, Any], workdir: str, steps: list[int]) -> tuple[int, str]:
+def best_step(meta: CheckpointMeta, workdir: str, steps: list[int]) -> tuple[int, str]:
     """The best checkpoint's step that the newest checkpoint's metadata ``meta`` names, and
     its description (``step 40 (best dev bleu 23.1)``); a UserError where there is none."""
-    best = meta.get("best") or {}
-    if best.get("step") is None:
+    best = meta.best
+    if best is None or best.step is None:
         why = (
             "has not been evaluated yet"
             if best
@@ -52,13 +53,13 @@ def best_step(meta: dict[str, Any], workdir: str, steps: list[int]) -> tuple[int
             f"--checkpoint best: {workdir} has no best checkpoint, its run {why}; use "
             "latest, a step number or avg:K"
         )
-    step = int(best["step"])
+    step = best.step
     if step not in steps:
         raise UserError(
             f"--checkpoint best: the best checkpoint of {workdir}, step {step}, is missing; "
             f"choose another with --checkpoint (steps: {', '.join(map(str, steps))})"
         )
-    return step, f"step {step} (best dev {best.get('metric')} {best.get('value'):.4g})"
+    return step, f"step {step} (best dev {best.metric} {best.value:.4g})"
 
 
 def restore_params(workdir: str, abstract_params, spec: str = "latest") -> tuple[Any, int, str]:

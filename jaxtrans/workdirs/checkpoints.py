@@ -2,8 +2,9 @@
 
 Each checkpoint holds four items, so that evaluation can restore the parameters alone:
 ``params``; ``training`` (optimizer state, dropout key); ``meta`` (JSON by process 0: step,
-model shape, skipped steps); ``data``, each process's data iterator state in a file of its
-own (jaxtrans.workdirs.process_json; older checkpoints had process 0's in ``meta["data"]``).
+model shape, skipped steps, ...: jaxtrans.workdirs.checkpoint_meta); ``data``, each
+process's data iterator state in a file of its own (jaxtrans.workdirs.process_json; older
+checkpoints had process 0's in their meta).
 Orbax writes into a temporary directory and renames it when complete, so a crash
 mid-write never leaves a checkpoint that looks complete. A checkpoint that is damaged or
 holds another model restores as ``CheckpointUnreadable``; any other error while restoring
@@ -24,12 +25,12 @@ import logging
 import os
 import re
 import traceback
-from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
 from jaxtrans.errors import describe
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.orbax_reports import ORBAX_DIR, abandoned_work, operation
 from jaxtrans.workdirs.process_json import ProcessJsonRestore, ProcessJsonSave
 
@@ -183,18 +184,17 @@ class Checkpointer:
         return steps[-1] if steps else None
 
     def save(
-        self, step: int, params, opt_state, rng, meta: dict[str, Any], kept: int | None = None
+        self, step: int, params, opt_state, rng, meta: CheckpointMeta, kept: int | None = None
     ) -> bool:
-        """Start writing checkpoint ``step`` (returns at once when async); ``meta["data"]``
+        """Start writing checkpoint ``step`` (returns at once when async); ``meta.data``
         (this process's data iterator state) goes to the ``data`` item. ``kept``: a step
         whose checkpoint stays beyond the newest K (the best), until a save names another.
         Raises CheckpointNotWritten if the previous save's commit did not happen."""
-        meta = dict(meta)
-        items = {"data": ProcessJsonSave(meta.pop("data"))} if "data" in meta else {}
+        items = {"data": ProcessJsonSave(meta.data)} if meta.data is not None else {}
         args = ocp.args.Composite(
             params=ocp.args.StandardSave(params),
             training=ocp.args.StandardSave({"opt_state": opt_state, "rng": rng}),
-            meta=ocp.args.JsonSave(meta),
+            meta=ocp.args.JsonSave(meta.to_json()),
             **items,
         )
         with operation():
@@ -241,16 +241,17 @@ class Checkpointer:
             self.writing = False
             abandoned_work.end(failed=False)
 
-    def restore_meta(self, step: int) -> dict[str, Any]:
+    def restore_meta(self, step: int) -> CheckpointMeta:
+        """The metadata of checkpoint ``step``, without its data positions."""
         with _restoring(step):
             restored = self.manager.restore(
                 step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
             )
-        return restored["meta"]
+        return CheckpointMeta.from_json(restored["meta"], step)
 
     def restore(self, step: int, abstract_params, abstract_opt_state, abstract_rng):
         """Restore the training items of ``step`` onto the shardings of the abstract trees:
-        (params, opt_state, rng, meta), ``meta["data"]`` the data iterator states of every
+        (params, opt_state, rng, meta), ``meta.data`` the data iterator states of every
         process of the saving run in process order (an older checkpoint: process 0's)."""
         has_data = os.path.isdir(os.path.join(str(self.manager.directory), str(step), "data"))
         training = {"opt_state": abstract_opt_state, "rng": abstract_rng}
@@ -262,8 +263,9 @@ class Checkpointer:
         )
         with _restoring(step):
             restored = self.manager.restore(step, args=args)
-        training, meta = restored["training"], dict(restored["meta"])
-        meta["data"] = restored["data"] if has_data else meta.get("data") and [meta["data"]]
+        training = restored["training"]
+        data = restored["data"] if has_data else None
+        meta = CheckpointMeta.from_json(restored["meta"], step, data)
         return restored["params"], training["opt_state"], training["rng"], meta
 
     def restore_params(self, step: int, abstract_params):

@@ -13,6 +13,7 @@ from jaxtrans.data.translation.data_config import get_data_config
 from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer
 
 STEPS = (100, 200)
@@ -53,7 +54,7 @@ def make_saved_run(tmp_path_factory):
         saved[step] = nn.unbox(init(jax.random.key(seed), ids, ids))["params"]
         rng = jnp.zeros((2,), jnp.uint32)
         opt_state = {"count": jnp.zeros((), jnp.int32)}
-        checkpointer.save(step, saved[step], opt_state, rng, {"step": step})
+        checkpointer.save(step, saved[step], opt_state, rng, CheckpointMeta(step))
     checkpointer.close()
     return workdir, saved
 

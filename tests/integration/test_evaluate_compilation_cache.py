@@ -18,6 +18,7 @@ from jaxtrans.data.translation.tokenizer import load_or_train_tokenizer
 from jaxtrans.models import Transformer, TransformerConfig
 from jaxtrans.programs.evaluate import main
 from jaxtrans.programs.translator import Translator
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer
 
 LINES = ["ke tafo miro lesa .", "bodeul jovin kvar ta lumi ko jetalon ku?", "rasiul kalmin ."]
@@ -44,7 +45,7 @@ def workdir(tmp_path_factory):
     )
     checkpointer = Checkpointer(str(workdir), async_save=False)
     rng, opt_state = jnp.zeros((2,), jnp.uint32), {"count": jnp.zeros((), jnp.int32)}
-    checkpointer.save(10, params["params"], opt_state, rng, {"step": 10})
+    checkpointer.save(10, params["params"], opt_state, rng, CheckpointMeta(10))
     checkpointer.close()
     (workdir / "input.txt").write_text("".join(line + "\n" for line in LINES))
     return workdir

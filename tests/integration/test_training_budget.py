@@ -141,7 +141,7 @@ def test_with_only_a_time_budget_the_run_fits_its_schedule_and_stops_when_it_is_
         assert not stops and f"step {last:>7}/{last}" in out
     assert checkpoint_steps(tmp_path) == [stops_at]
     assert [r["step"] for r in records(tmp_path) if r.get("split") == "dev"] == [stops_at]
-    assert Checkpointer(str(tmp_path)).restore_meta(stops_at)["schedule_steps"] == last
+    assert Checkpointer(str(tmp_path)).restore_meta(stops_at).schedule_steps == last
     # From step 3 on, the step compiled with that length: logged lr = schedule(step - 1).
     logged = {r["step"]: r["lr"] for r in records(tmp_path) if "lr" in r and r["step"] > 2}
     assert sorted(logged) == list(range(3, stops_at + 1))

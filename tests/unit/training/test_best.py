@@ -14,10 +14,10 @@ from jaxtrans.training.best import (
     from_meta,
     lower_is_better,
     patience_spent,
-    to_meta,
 )
 from jaxtrans.training.due import due_after_step
 from jaxtrans.training.run_sections import TrainConfig
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 
 
 def evaluate(metric: str, values: list[float]) -> list[Best]:
@@ -91,16 +91,18 @@ def test_keep_best_in_a_run_without_a_dev_evaluation_is_a_user_error():
 
 def test_a_checkpoints_best_resumes_as_it_was():
     best = Best("bleu", step=40, value=23.5, evals_since=2)
-    assert from_meta({"step": 60, "best": to_meta(best)}, "bleu") == (best, None)
+    saved = CheckpointMeta(60, best=best).to_json()
+    assert saved["best"] == {"metric": "bleu", "step": 40, "value": 23.5, "evals_since": 2}
+    assert from_meta(CheckpointMeta.from_json(saved), "bleu") == (best, None)
 
 
 def test_a_checkpoint_without_a_best_resumes_with_none_yet():
-    assert from_meta({"step": 60}, "loss") == (Best("loss"), None)
+    assert from_meta(CheckpointMeta.from_json({"step": 60}), "loss") == (Best("loss"), None)
     assert from_meta(None, "loss") == (Best("loss"), None)
 
 
 def test_a_best_by_another_metric_is_chosen_anew_and_said():
-    saved = {"best": to_meta(Best("bleu", step=40, value=23.5, evals_since=2))}
+    saved = CheckpointMeta(60, best=Best("bleu", step=40, value=23.5, evals_since=2))
     best, note = from_meta(saved, "loss")
     assert best == Best("loss")
     assert "chosen anew" in note and "bleu" in note

@@ -9,6 +9,7 @@ import pytest
 
 from jaxtrans.errors import UserError
 from jaxtrans.workdirs.checkpoint_choice import parse_checkpoint_spec, restore_params
+from jaxtrans.workdirs.checkpoint_meta import Best, CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer
 
 
@@ -27,9 +28,8 @@ def save_steps(workdir: str, steps, best_of: dict[int, int | None], keep: int = 
     for step in steps:
         params = params_of(step)
         best = best_of.get(step)
-        meta = {"step": step}
-        if best is not None:
-            meta["best"] = {"metric": "bleu", "step": best, "value": 20.0 + best, "evals_since": 0}
+        saved_best = None if best is None else Best("bleu", step=best, value=20.0 + best)
+        meta = CheckpointMeta(step, best=saved_best)
         zeros = jax.tree.map(jnp.zeros_like, params)
         checkpointer.save(step, params, zeros, jnp.zeros(2, jnp.uint32), meta, kept=best)
     checkpointer.wait()

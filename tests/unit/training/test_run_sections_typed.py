@@ -16,6 +16,7 @@ from jaxtrans.errors import UserError
 from jaxtrans.tasks.run_config import complete_run_config
 from jaxtrans.training.run_sections import MeshConfig, OptimizerConfig, RunSections, TrainConfig
 from jaxtrans.training.run_setup import Run, check_resumable, starting_point
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.workdir import load_run_config
 
 OLD_WORKDIRS = os.path.join(FIXTURES, "workdirs_0996837")
@@ -104,6 +105,7 @@ class _State:
 )
 def test_the_loop_starts_where_the_checkpoint_says(meta, timed, keep_best, expected):
     train = TrainConfig(keep_best=keep_best, eval_every=10)
+    meta = None if meta is None else CheckpointMeta.from_json({"step": 40, **meta})
     rs = starting_point(_State(), 100, timed, meta, train, is_main=False)
     best = None if rs.best is None or rs.best.step is None else rs.best
     got = (rs.step, rs.num_steps, rs.skipped_steps)

@@ -17,6 +17,7 @@ import pytest
 from orbax.checkpoint._src.futures import future
 
 from jaxtrans.workdirs import orbax_reports
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointNotWritten
 
 PARAMS = {"kernel": jnp.arange(64 * 64, dtype=jnp.float32).reshape(64, 64)}
@@ -42,7 +43,7 @@ def fault(monkeypatch):
 def save(checkpointer: Checkpointer, step: int, kept: int | None = None) -> None:
     opt_state = {"mu": jnp.full((8,), float(step))}
     rng = jnp.zeros((2,), jnp.uint32)
-    checkpointer.save(step, PARAMS, opt_state, rng, {"step": step}, kept=kept)
+    checkpointer.save(step, PARAMS, opt_state, rng, CheckpointMeta(step), kept=kept)
     checkpointer.wait()
 
 
@@ -108,7 +109,7 @@ def test_an_async_commit_is_verified_at_close(tmp_path, fault):
     checkpointer = Checkpointer(str(tmp_path), keep=3)
     save(checkpointer, 1)
     fault.append(concurrent.futures.CancelledError())
-    checkpointer.save(2, PARAMS, {}, jnp.zeros((2,), jnp.uint32), {"step": 2})
+    checkpointer.save(2, PARAMS, {}, jnp.zeros((2,), jnp.uint32), CheckpointMeta(2))
     with pytest.raises(CheckpointNotWritten):
         checkpointer.close()
     assert listing(tmp_path) == ["1", "2.orbax-checkpoint-tmp"]

@@ -26,6 +26,7 @@ import pytest
 from jaxtrans.errors import UserError
 from jaxtrans.workdirs import orbax_reports
 from jaxtrans.workdirs.checkpoint_choice import restore_params
+from jaxtrans.workdirs.checkpoint_meta import CheckpointMeta
 from jaxtrans.workdirs.checkpoints import Checkpointer, CheckpointUnreadable
 
 STEPS = (1, 2, 3)
@@ -49,7 +50,7 @@ def write_checkpoints(workdir: str) -> None:
     for step in STEPS:
         params = random_params(step)
         opt_state = jax.tree.map(jnp.zeros_like, params)
-        checkpointer.save(step, params, opt_state, jnp.zeros(2, jnp.uint32), {"step": step})
+        checkpointer.save(step, params, opt_state, jnp.zeros(2, jnp.uint32), CheckpointMeta(step))
     checkpointer.wait()
     checkpointer.close()
 
@@ -206,7 +207,7 @@ def test_an_abstract_tree_orbax_cannot_use_is_a_bug_not_a_damaged_checkpoint(tra
 # ------------------------------------------------------------- each process's data position
 
 
-def save_with_data(workdir: str, meta: dict) -> Checkpointer:
+def save_with_data(workdir: str, meta: CheckpointMeta) -> Checkpointer:
     checkpointer = Checkpointer(workdir)
     params = random_params(0)
     checkpointer.save(
@@ -216,7 +217,7 @@ def save_with_data(workdir: str, meta: dict) -> Checkpointer:
     return checkpointer
 
 
-def restored_meta(checkpointer: Checkpointer) -> dict:
+def restored_meta(checkpointer: Checkpointer) -> CheckpointMeta:
     params = random_params(0)
     abstract = jax.eval_shape(lambda: params)
     return checkpointer.restore(
@@ -225,27 +226,27 @@ def restored_meta(checkpointer: Checkpointer) -> dict:
 
 
 def test_the_data_position_is_a_file_of_this_process_and_restores_as_a_list(tmp_path):
-    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    checkpointer = save_with_data(str(tmp_path), CheckpointMeta(1, data={"position": 7}))
     step_dir = tmp_path / "checkpoints" / "1"
     assert (step_dir / "data" / "process_0-of-1.json").read_text() == '{"position": 7}'
     assert "data" not in (step_dir / "meta" / "metadata").read_text()
-    assert restored_meta(checkpointer) == {"step": 1, "data": [{"position": 7}]}
+    assert restored_meta(checkpointer) == CheckpointMeta(1, data=[{"position": 7}])
     checkpointer.close()
 
 
 def test_a_checkpoint_of_the_older_layout_gives_its_one_data_position_as_a_list(tmp_path):
     """Before per-process files, meta held process 0's position."""
-    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    checkpointer = save_with_data(str(tmp_path), CheckpointMeta(1, data={"position": 7}))
     step_dir = tmp_path / "checkpoints" / "1"
     shutil.rmtree(step_dir / "data")
     (step_dir / "meta" / "metadata").write_text('{"step": 1, "data": {"position": 7}}')
-    assert restored_meta(checkpointer) == {"step": 1, "data": [{"position": 7}]}
+    assert restored_meta(checkpointer) == CheckpointMeta(1, data=[{"position": 7}])
     checkpointer.close()
 
 
 @pytest.mark.parametrize("damage", ["missing", "garbled", "another_count"])
 def test_a_missing_or_garbled_data_position_is_a_damaged_checkpoint(tmp_path, damage):
-    checkpointer = save_with_data(str(tmp_path), {"step": 1, "data": {"position": 7}})
+    checkpointer = save_with_data(str(tmp_path), CheckpointMeta(1, data={"position": 7}))
     path = tmp_path / "checkpoints" / "1" / "data" / "process_0-of-1.json"
     if damage == "missing":
         path.unlink()
