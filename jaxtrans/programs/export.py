@@ -17,8 +17,9 @@ model.safetensors and the tokenizer files of the run in DIR, which transformers'
 from_pretrained (and evaluate.py --init_from HF_DIR) load: a MarianMTModel with
 MarianTokenizer files for a translation run, a BERT model with its head and tokenizer
 for a BERT run. Settings the format cannot express (translation: Pre-LN, RoPE or
-learned positions, a LayerNorm epsilon other than 1e-5, a learned decoder start; BERT:
-Pre-LN, RoPE or sinusoidal positions) are refused.
+learned positions, a LayerNorm epsilon other than 1e-5; BERT: Pre-LN, RoPE or
+sinusoidal positions) are refused. A learned decoder start is written as <pad>'s row,
+which transformers reads; Marian itself starts from a zero vector (the export says so).
 
 --format ctranslate2 (translation runs) writes a CTranslate2 model instead (model.bin,
 config.json, vocabularies) with the run's SentencePiece models (source.spm, target.spm),
