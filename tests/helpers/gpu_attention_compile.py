@@ -34,7 +34,7 @@ from jaxtrans.nn.masks import (
     segment_attention_mask,
 )
 from jaxtrans.tasks import compile_task
-from jaxtrans.training import ahead_of_time
+from jaxtrans.compiling import ahead_of_time
 
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _MASK_TYPE = re.compile(r'"mask_type":\s*"(\w+)"')

@@ -17,7 +17,7 @@ from tiny_configs import TINY_TRANSLATION, tiny_translation_config
 
 from jaxtrans.compiling.compile_report import compile_for_slice
 from jaxtrans.compiling.tpu_topologies import Slice, slice_named
-from jaxtrans.programs import compile_report
+from jaxtrans.compiling import compile_report
 
 
 @pytest.fixture(scope="module", autouse=True)
