@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from compilation_cache_settings import restore_compilation_cache_settings  # noqa: F401
 from paths import REPO
 
 from jaxtrans import tasks
@@ -28,20 +29,6 @@ from jaxtrans.programs.evaluate import main
 sys.path.insert(0, REPO)
 
 from configs import bert_ner, bert_ner_demo  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def restore_compilation_cache_settings():
-    """Loading a task may turn on the persistent XLA cache for the whole process; the
-    process's settings are restored after this module."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    saved = {name: getattr(jax.config, name) for name in names}
-    yield
-    for name, value in saved.items():
-        jax.config.update(name, value)
-    cc.reset_cache()
 
 
 def evaluate_py(monkeypatch, capsys, *flags: str, stdin: str = "") -> str:

@@ -10,11 +10,11 @@ import subprocess
 import sys
 import warnings
 
+from compilation_cache_settings import restore_compilation_cache_settings  # noqa: F401
 from paths import REPO
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the reference model is built here, not fetched
 
-import jax
 import pytest
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.metrics.sequence_labeling import get_entities
@@ -54,20 +54,6 @@ TINY = {
     "train.async_checkpoints": False,
     "eval.batch_size": 8,
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def restore_compilation_cache_settings():
-    """In-process training turns on the persistent XLA cache for the whole process; the
-    process's settings are restored after this module."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-    saved = {name: getattr(jax.config, name) for name in names}
-    yield
-    for name, value in saved.items():
-        jax.config.update(name, value)
-    cc.reset_cache()
 
 
 def in_iobes(sentences):
